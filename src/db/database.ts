@@ -1,0 +1,62 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import { migrate } from 'drizzle-orm/postgres-js/migrator';
+import postgres from 'postgres';
+import type { Logger } from 'pino';
+import * as schema from './schema.js';
+
+export type Sql = postgres.Sql;
+export type Db = PostgresJsDatabase<typeof schema>;
+
+export interface Database {
+  /** postgres.js, for the few statements drizzle cannot say well (queue appends, LISTEN). */
+  readonly sql: Sql;
+  readonly db: Db;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export const MIGRATIONS_FOLDER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+
+/** Any fixed number: the lock that lets one process at a time apply migrations. */
+const MIGRATION_LOCK = 7_262_011_001;
+
+export function openDatabase(options: { url: string; poolSize: number; logger: Logger }): Database {
+  const log = options.logger.child({ component: 'database' });
+  const sql = postgres(options.url, {
+    max: options.poolSize,
+    idle_timeout: 60,
+    connect_timeout: 10,
+    onnotice: () => {},
+    connection: { application_name: 'omb-broker' },
+  });
+  const db = drizzle(sql, { schema });
+  let closed: Promise<void> | undefined;
+  return {
+    sql,
+    db,
+    url: options.url,
+    close() {
+      closed ??= sql.end({ timeout: 5 }).then(() => log.debug('database pool closed'));
+      return closed;
+    },
+  };
+}
+
+/**
+ * Applies the SQL migrations in `migrations/`. Safe when several brokers start at once: the
+ * first takes an advisory lock on its own connection, the others wait and then find nothing to do.
+ */
+export async function applyMigrations(url: string, logger: Logger): Promise<void> {
+  const sql = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 });
+  const startedAt = Date.now();
+  try {
+    await sql`select pg_advisory_lock(${MIGRATION_LOCK})`;
+    await migrate(drizzle(sql), { migrationsFolder: MIGRATIONS_FOLDER });
+    await sql`select pg_advisory_unlock(${MIGRATION_LOCK})`;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+  logger.info({ component: 'database', ms: Date.now() - startedAt }, 'migrations applied');
+}

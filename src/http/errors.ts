@@ -1,0 +1,57 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { AppError } from '../errors.js';
+
+/** Fastify's own error codes for bad requests, as the `{error, code}` a client reads. */
+const FRAMEWORK_ERRORS: Record<string, { status: number; code: string; error: string }> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, code: 'payload_too_large', error: 'request body is too large' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    status: 415,
+    code: 'unsupported_media_type',
+    error: 'content-type must be application/json',
+  },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
+    status: 400,
+    code: 'invalid_request',
+    error: 'content-length does not match the body',
+  },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, code: 'invalid_json', error: 'body is empty; send a JSON object such as {}' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: 'invalid_json', error: 'body is not valid JSON' },
+  FST_ERR_CTP_INVALID_TYPE: { status: 400, code: 'invalid_request', error: 'content-type header is invalid' },
+};
+
+/** The one place where errors become HTTP answers. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setNotFoundHandler((_request, reply) => {
+    void reply.code(404).send({ error: 'not found', code: 'not_found' });
+  });
+
+  app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    if (error instanceof AppError) {
+      if (error.status >= 500) request.log.warn({ code: error.code, msg: error.message }, 'request failed');
+      void reply
+        .code(error.status)
+        .headers(error.headers)
+        .send({ error: error.message, code: error.code });
+      return;
+    }
+    const known = error.code ? FRAMEWORK_ERRORS[error.code] : undefined;
+    if (known) {
+      void reply.code(known.status).send({ error: known.error, code: known.code });
+      return;
+    }
+    if (error instanceof SyntaxError || error.statusCode === 400) {
+      void reply.code(400).send({ error: 'body is not valid JSON', code: 'invalid_json' });
+      return;
+    }
+    if (error.statusCode === 429) {
+      void reply.code(429).send({ error: error.message, code: 'rate_limited' });
+      return;
+    }
+    if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+      void reply.code(error.statusCode).send({ error: error.message, code: 'invalid_request' });
+      return;
+    }
+    request.log.error({ err: error }, 'unexpected error');
+    void reply.code(500).send({ error: 'the broker hit an unexpected error; try again', code: 'internal' });
+  });
+}

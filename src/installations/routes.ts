@@ -1,0 +1,59 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Clock } from '../clock.js';
+import type { Database } from '../db/database.js';
+import { tooManyRequests, unavailable } from '../errors.js';
+import { requireInstallation } from '../http/authenticate.js';
+import { parseInput } from '../http/validate.js';
+import { describeInstallation, registerInstallation, type Quotas } from './installations.js';
+import { registrationMode, type RegistrationMode } from './registration.js';
+
+export interface InstallationRoutesDeps {
+  database: Database;
+  clock: Clock;
+  quotas: Quotas;
+  registrationMode: RegistrationMode;
+  registrationsPerMinute: number;
+  /** Called with the installation being removed, before its row goes (Composio clean-up). */
+  removeInstallation: (installationId: string) => Promise<void>;
+}
+
+const RegisterBody = z.object({ grant: z.string().min(1).max(8192).optional() });
+
+export async function installationRoutes(app: FastifyInstance, deps: InstallationRoutesDeps): Promise<void> {
+  const { db, sql } = deps.database;
+  const guard = requireInstallation(sql);
+
+  app.post(
+    '/v1/installations',
+    {
+      config: {
+        rateLimit: {
+          max: deps.registrationsPerMinute,
+          timeWindow: 60_000,
+          errorResponseBuilder: (_request, context) =>
+            tooManyRequests('too many registration attempts', context.ttl / 1000),
+        },
+      },
+    },
+    async (request, reply) => {
+      parseInput(RegisterBody, request.body, 'body');
+      if ((await registrationMode(db, deps.registrationMode)) === 'closed') {
+        throw unavailable('registration is temporarily closed', 'registration_closed');
+      }
+      const registered = await registerInstallation(db);
+      request.log.info({ installationId: registered.installationId }, 'installation registered');
+      return reply.code(201).header('cache-control', 'no-store').send(registered);
+    },
+  );
+
+  app.get('/v1/me', { preHandler: guard }, async (request) =>
+    describeInstallation(db, request.installation, deps.quotas, deps.clock.now()),
+  );
+
+  app.delete('/v1/me', { preHandler: guard }, async (request, reply) => {
+    await deps.removeInstallation(request.installation.id);
+    request.log.info({ installationId: request.installation.id }, 'installation removed');
+    return reply.code(204).send();
+  });
+}

@@ -1,0 +1,103 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import postgres from 'postgres';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { startBroker } from './support/broker-process.js';
+import { withDatabase } from './support/database.js';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+async function json(response: Response): Promise<any> {
+  return response.json();
+}
+
+describe('the broker over real HTTP, started as `npm start` starts it', () => {
+  it('runs with no environment on an embedded Postgres that survives a restart', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-e2e-'));
+    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+
+    const broker = await startBroker({ DATA_DIR: dataDir });
+    cleanups.push(() => broker.stop());
+    expect(broker.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+
+    const health = await fetch(`${broker.url}/health`);
+    expect(health.status).toBe(200);
+
+    const registered = await fetch(`${broker.url}/v1/installations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(registered.status).toBe(201);
+    const { installationId, token } = await json(registered);
+    expect(token).toMatch(/^[0-9a-f]{64}$/);
+
+    const me = await fetch(`${broker.url}/v1/me`, { headers: { authorization: `Bearer ${token}` } });
+    expect(me.status).toBe(200);
+    expect((await json(me)).installationId).toBe(installationId);
+
+    const stranger = await fetch(`${broker.url}/v1/me`, {
+      headers: { authorization: `Bearer ${randomBytes(32).toString('hex')}` },
+    });
+    expect(stranger.status).toBe(401);
+
+    expect(await broker.stop()).toBe(0);
+    expect(existsSync(path.join(dataDir, 'postgres', 'postmaster.pid'))).toBe(false);
+    expect(broker.output()).not.toContain(token);
+
+    const again = await startBroker({ DATA_DIR: dataDir });
+    cleanups.push(() => again.stop());
+    const meAgain = await fetch(`${again.url}/v1/me`, { headers: { authorization: `Bearer ${token}` } });
+    expect(meAgain.status).toBe(200);
+    expect(await again.stop()).toBe(0);
+  }, 60_000);
+
+  it('starts beside an embedded Postgres left running by a broker killed with SIGKILL', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-e2e-'));
+    cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+    const first = await startBroker({ DATA_DIR: dataDir });
+    await first.stop('SIGKILL');
+    const second = await startBroker({ DATA_DIR: dataDir });
+    cleanups.push(() => second.stop());
+    expect((await fetch(`${second.url}/health`)).status).toBe(200);
+    expect(await second.stop()).toBe(0);
+  }, 60_000);
+
+  it('lets two brokers start at once on one fresh database and migrate it once', async () => {
+    const adminUrl = inject('pgAdminUrl');
+    const name = `omb_e2e_${randomBytes(6).toString('hex')}`;
+    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database ${name}`);
+    cleanups.push(async () => {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    });
+    const url = withDatabase(adminUrl, name);
+    const [a, b] = await Promise.all([startBroker({ DATABASE_URL: url }), startBroker({ DATABASE_URL: url })]);
+    cleanups.push(() => a.stop(), () => b.stop());
+
+    const { token } = await json(
+      await fetch(`${a.url}/v1/installations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
+    );
+    expect((await fetch(`${b.url}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+
+    const db = postgres(url, { max: 1, onnotice: () => {} });
+    const applied = await db`select count(*)::int as n from drizzle.__drizzle_migrations`;
+    await db.end();
+    const { readdir } = await import('node:fs/promises');
+    const files = (await readdir(path.resolve('migrations'))).filter((f) => f.endsWith('.sql'));
+    expect(applied[0]!.n).toBe(files.length);
+    expect(await a.stop()).toBe(0);
+    expect(await b.stop()).toBe(0);
+  }, 60_000);
+
+  it('refuses a wrong setting with a message naming the variable', async () => {
+    await expect(startBroker({ PORT: 'eighty' }, { timeoutMs: 15_000 })).rejects.toThrow(/PORT/);
+  });
+});

@@ -1,0 +1,70 @@
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import type { Clock } from '../../src/clock.js';
+import { loadConfig, type Config, type Env } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
+
+/** A clock a test moves by hand. */
+export class TestClock implements Clock {
+  constructor(private current = new Date()) {}
+  now(): Date {
+    return new Date(this.current);
+  }
+  set(at: Date | string): void {
+    this.current = new Date(at);
+  }
+  advance(ms: number): void {
+    this.current = new Date(this.current.getTime() + ms);
+  }
+}
+
+/** Every line the app logged, as raw text (to prove what never reaches the logs). */
+export class LogCapture extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _encoding: string, done: () => void): void {
+    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    done();
+  }
+  get text(): string {
+    return this.lines.join('\n');
+  }
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  database: TestDatabase;
+  config: Config;
+  clock: TestClock;
+  logs: LogCapture;
+  close(): Promise<void>;
+}
+
+export async function buildTestApp(env: Env = {}, options: { database?: TestDatabase } = {}): Promise<TestApp> {
+  const database = options.database ?? (await createTestDatabase());
+  const config = loadConfig({ LOG_LEVEL: 'info', ...env });
+  const logs = new LogCapture();
+  const clock = new TestClock();
+  const app = await buildApp({ config, database, logger: createLogger(config.logLevel, logs), clock });
+  await app.ready();
+  return {
+    app,
+    database,
+    config,
+    clock,
+    logs,
+    async close() {
+      await app.close();
+      if (!options.database) await database.drop();
+    },
+  };
+}
+
+/** Registers an installation through the API and returns its id, token and auth header. */
+export async function register(app: FastifyInstance): Promise<{ installationId: string; token: string; auth: { authorization: string } }> {
+  const response = await app.inject({ method: 'POST', url: '/v1/installations', payload: {} });
+  if (response.statusCode !== 201) throw new Error(`registration failed: ${response.statusCode} ${response.body}`);
+  const body = response.json<{ installationId: string; token: string }>();
+  return { ...body, auth: { authorization: `Bearer ${body.token}` } };
+}
