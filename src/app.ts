@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import { renderApiReference } from './docs/render.js';
 import { installErrorHandling } from './http/errors.js';
 import { deleteInstallationRecord, type Installation } from './installations/installations.js';
 import { installationRoutes } from './installations/routes.js';
@@ -51,7 +52,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const openapi = await readFile(OPENAPI_PATH, 'utf8');
+  const reference = renderApiReference(openapi);
   app.get('/openapi.yaml', async (_request, reply) => reply.type('application/yaml; charset=utf-8').send(openapi));
+  app.get('/docs', async (_request, reply) => reply.type('text/html; charset=utf-8').send(reference));
 
   await app.register(installationRoutes, {
     database,
