@@ -1,0 +1,183 @@
+import {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+} from '@composio/client';
+import { ComposioRequestCancelledError, ComposioTriggerTypeNotFoundError } from '@composio/core';
+import { AppError } from '../errors.js';
+import { BudgetExhausted } from './call-budget.js';
+
+/**
+ * The one place where whatever Composio or its SDK throws becomes the broker's `AppError`.
+ * Callers elsewhere only ever see these codes.
+ */
+export const ComposioErrorCode = {
+  notFound: 'composio_not_found',
+  conflict: 'composio_conflict',
+  rejected: 'composio_rejected',
+  rateLimited: 'upstream_rate_limited',
+  unavailable: 'upstream_unavailable',
+  authConfigRequired: 'auth_config_required',
+  reconnectRequired: 'reconnect_required',
+  /** 403: the project key may not do this (a scoped key); callers may fall back. */
+  forbidden: 'composio_forbidden',
+} as const;
+
+/** When Composio answers 429 without saying how long to back off. */
+const DEFAULT_RATE_LIMIT_PAUSE_MS = 5_000;
+
+export interface ErrorContext {
+  /** What the call was about, in words: `connected account ca_1`, `Session trs_1`. */
+  readonly subject?: string | undefined;
+  readonly toolkit?: string | undefined;
+  readonly timeoutMs: number;
+}
+
+/** The sentence shown when an app's sign-in is gone; the agent can fix it itself. */
+export function reconnectMessage(toolkit?: string): string {
+  const which = toolkit ? `The ${toolkit} account` : 'This account';
+  return `${which} is signed out; call COMPOSIO_MANAGE_CONNECTIONS to reconnect it.`;
+}
+
+export function authConfigRequiredMessage(toolkit: string): string {
+  return (
+    `The managed service cannot connect ${toolkit}: it has no Composio-managed sign-in. ` +
+    'The owner can add their own Composio project key in Settings → API keys.'
+  );
+}
+
+/** Whether a Composio message or tool result says the account's sign-in is gone. */
+export function isSignedOutText(text: string): boolean {
+  return /USER_NOT_LOGGED_IN|no (active )?connected account|connected account not found/i.test(text);
+}
+
+const NO_MANAGED_AUTH = /does not manage auth for toolkit\s+([A-Za-z0-9_-]+)/i;
+
+/** Connected-account-not-found during execution (the SDK special-cases the same code). */
+const ACCOUNT_NOT_FOUND_ON_EXECUTE = 1803;
+
+export function toAppError(error: unknown, context: ErrorContext): AppError {
+  if (error instanceof AppError) return error;
+  if (error instanceof BudgetExhausted) return rateLimited(error.retryAfterMs);
+  if (error instanceof ComposioTriggerTypeNotFoundError) {
+    // Core's own message names the slug: "Trigger type GMAIL_X not found".
+    return new AppError(404, ComposioErrorCode.notFound, sentence(error.message) ?? 'Composio has no such trigger type.');
+  }
+  if (isTimeout(error)) {
+    const seconds = Math.max(1, Math.round(context.timeoutMs / 1000));
+    return new AppError(502, ComposioErrorCode.unavailable, `Composio did not answer within ${seconds} s; try again shortly.`);
+  }
+  const api = findApiError(error);
+  if (api === undefined) {
+    return new AppError(502, ComposioErrorCode.unavailable, 'Composio gave an answer the managed service could not use; try again shortly.');
+  }
+  if (api instanceof APIConnectionError || api.status === undefined) {
+    return new AppError(502, ComposioErrorCode.unavailable, 'Composio could not be reached; try again shortly.');
+  }
+
+  const { message, code } = readBody(api);
+  const status = api.status;
+  const managed = NO_MANAGED_AUTH.exec(message);
+  if (managed) return new AppError(422, ComposioErrorCode.authConfigRequired, authConfigRequiredMessage(context.toolkit ?? managed[1] ?? 'this app'));
+  if (code === ACCOUNT_NOT_FOUND_ON_EXECUTE || /USER_NOT_LOGGED_IN/.test(message)) {
+    return new AppError(409, ComposioErrorCode.reconnectRequired, reconnectMessage(context.toolkit));
+  }
+  if (status === 429) return rateLimited(retryAfterMs(api) ?? DEFAULT_RATE_LIMIT_PAUSE_MS);
+  if (status === 404 || (status === 400 && /not found/i.test(message))) {
+    return new AppError(404, ComposioErrorCode.notFound, `Composio does not know this ${context.subject ?? 'item'}.`);
+  }
+  if (status === 409) {
+    return new AppError(409, ComposioErrorCode.conflict, sentence(message) ?? `Composio refused: this ${context.subject ?? 'item'} conflicts with another.`);
+  }
+  // Our project key, not the person's app: nothing the client can fix, so a 5xx either way.
+  if (status === 401) {
+    return new AppError(502, ComposioErrorCode.unavailable, 'Composio refused the managed service\'s project key; the operators have to fix it.');
+  }
+  if (status === 403) {
+    return new AppError(502, ComposioErrorCode.forbidden, 'Composio does not allow the managed service\'s project key to do this; the operators have to fix it.');
+  }
+  if (status >= 500 || status === 408) {
+    return new AppError(502, ComposioErrorCode.unavailable, `Composio is having trouble (HTTP ${status}); try again shortly.`);
+  }
+  if (status === 400 || status === 422) {
+    return new AppError(400, ComposioErrorCode.rejected, sentence(message) ?? 'Composio refused the request.');
+  }
+  return new AppError(502, ComposioErrorCode.unavailable, `Composio answered HTTP ${status}; try again shortly.`);
+}
+
+/** How long a 429 asked us to wait, from `retry-after-ms` or `retry-after` (seconds or a date). */
+export function retryAfterMs(error: unknown): number | undefined {
+  const api = findApiError(error);
+  if (api?.status !== 429) return undefined;
+  const headers = api.headers;
+  if (!headers) return DEFAULT_RATE_LIMIT_PAUSE_MS;
+  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const value = headers.get('retry-after');
+  if (value === null || value.trim() === '') return DEFAULT_RATE_LIMIT_PAUSE_MS;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? DEFAULT_RATE_LIMIT_PAUSE_MS : Math.max(0, at - Date.now());
+}
+
+/**
+ * The request never got an answer because the connection failed (refused, reset, closed by
+ * the other side) — not a timeout, which may mean Composio is still working on it.
+ */
+export function isConnectionFailure(error: unknown): boolean {
+  if (isTimeout(error)) return false;
+  const api = findApiError(error);
+  return api instanceof APIConnectionError && !(api instanceof APIConnectionTimeoutError);
+}
+
+function rateLimited(waitMs: number): AppError {
+  const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+  return new AppError(
+    503,
+    ComposioErrorCode.rateLimited,
+    `Composio is limiting the managed service's calls right now; try again in ${seconds} s.`,
+    { 'retry-after': String(seconds) },
+  );
+}
+
+function isTimeout(error: unknown): boolean {
+  // Our own deadline aborts the request: core reports it as cancelled, the bare client as an
+  // abort; the client's per-attempt timer reports a connection timeout.
+  return (
+    error instanceof ComposioRequestCancelledError ||
+    error instanceof APIUserAbortError ||
+    error instanceof APIConnectionTimeoutError
+  );
+}
+
+/** Core wraps some client errors (link, revoke, trigger create) in its own; look through `cause`. */
+function findApiError(error: unknown): APIError | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    if (current instanceof APIError) return current;
+    current = current.cause;
+  }
+  return undefined;
+}
+
+/** Composio's error body is `{error: {message, code, status, request_id, suggested_fix?}}`. */
+function readBody(error: APIError): { message: string; code: number | undefined } {
+  const body: unknown = error.error;
+  const inner = isRecord(body) && isRecord(body.error) ? body.error : isRecord(body) ? body : {};
+  const message = typeof inner.message === 'string' ? inner.message : typeof body === 'string' ? body : '';
+  const code = typeof inner.code === 'number' ? inner.code : undefined;
+  return { message, code };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Composio's own message as one readable sentence, or undefined when it has none. */
+function sentence(message: string): string | undefined {
+  const trimmed = message.trim().replace(/\s+/g, ' ').slice(0, 300);
+  if (trimmed === '') return undefined;
+  return /[.!?]$/.test(trimmed) ? trimmed : `${trimmed}.`;
+}

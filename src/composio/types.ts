@@ -1,0 +1,163 @@
+/**
+ * The broker's own view of Composio: camelCase, only the fields the broker uses, and never a
+ * connected account's credentials, state or tokens. Everything outside `src/composio/` speaks
+ * these types; nothing else knows the SDK exists.
+ */
+
+export type ConnectedAccountStatus =
+  | 'INITIALIZING'
+  | 'INITIATED'
+  | 'ACTIVE'
+  | 'FAILED'
+  | 'EXPIRED'
+  | 'INACTIVE'
+  | 'REVOKED';
+
+/** One page of a cursor-paginated Composio list. `nextCursor` is null on the last page. */
+export interface Page<T> {
+  readonly items: T[];
+  readonly nextCursor: string | null;
+}
+
+export interface PageRequest {
+  /** Opaque, from the previous page's `nextCursor`; omit for the first page. */
+  readonly cursor?: string | undefined;
+  readonly limit: number;
+}
+
+/** A Tool Router Session: one per installation, holding its MCP endpoint. */
+export interface ToolRouterSession {
+  readonly sessionId: string;
+  readonly mcpUrl: string;
+  /** Whether Composio echoed `multi_account.enable`; a Session without it is replaced. */
+  readonly multiAccountEnabled: boolean;
+}
+
+export interface SessionToolkit {
+  readonly slug: string;
+  readonly name: string;
+  /** Apps that need no sign-in at all (they are usable without a connected account). */
+  readonly isNoAuth: boolean;
+  /** The account the Session has selected for this toolkit, if any. */
+  readonly connectedAccount: {
+    readonly id: string;
+    readonly status: ConnectedAccountStatus;
+    readonly alias?: string;
+  } | null;
+}
+
+export interface ConnectedAccount {
+  readonly id: string;
+  readonly alias: string | null;
+  readonly status: ConnectedAccountStatus;
+  /** Toolkit slug, e.g. `gmail`. */
+  readonly toolkit: string;
+  /** The Composio user that owns the account; callers use it to prove ownership. */
+  readonly userId: string;
+  readonly createdAt: string;
+}
+
+export interface ConnectedAccountQuery extends PageRequest {
+  readonly userId: string;
+  readonly toolkitSlugs?: readonly string[] | undefined;
+  readonly statuses?: readonly ConnectedAccountStatus[] | undefined;
+}
+
+/** A sign-in link for a new connected account (Composio's hosted consent flow). */
+export interface ConnectLink {
+  readonly url: string;
+  /** The account Composio created in `INITIATED` state; it turns `ACTIVE` once the person consents. */
+  readonly connectedAccountId: string;
+  readonly expiresAt: string | null;
+}
+
+export interface AuthConfigSummary {
+  readonly id: string;
+  readonly toolkit: string;
+  readonly authScheme: string | null;
+  readonly isComposioManaged: boolean;
+  readonly enabled: boolean;
+}
+
+export interface TriggerType {
+  readonly slug: string;
+  readonly toolkit: string;
+  /** `poll`: Composio checks the app on an interval; `webhook`: the app pushes events. */
+  readonly type: 'webhook' | 'poll';
+  /** JSON Schema of the trigger's configuration. */
+  readonly configSchema: Record<string, unknown>;
+}
+
+export interface UpsertTriggerInput {
+  readonly userId: string;
+  readonly slug: string;
+  readonly connectedAccountId: string;
+  readonly config: Record<string, unknown>;
+}
+
+export interface TriggerInstance {
+  /** The public `ti_…` id, also `metadata.trigger_id` in webhooks. */
+  readonly id: string;
+  readonly triggerSlug: string;
+  readonly connectedAccountId: string;
+  readonly userId: string | null;
+  readonly config: Record<string, unknown>;
+  readonly enabled: boolean;
+  readonly updatedAt: string | null;
+}
+
+export interface TriggerQuery extends PageRequest {
+  readonly userIds?: readonly string[] | undefined;
+  readonly connectedAccountIds?: readonly string[] | undefined;
+  readonly triggerIds?: readonly string[] | undefined;
+}
+
+export interface WebhookSubscription {
+  readonly id: string;
+  /** The signing secret, when Composio returned it. */
+  readonly secret?: string;
+}
+
+/** Everything the broker asks of Composio. One instance per process; it owns the call budget. */
+export interface ComposioGateway {
+  // Tool Router Sessions
+  createSession(userId: string): Promise<ToolRouterSession>;
+  getSession(sessionId: string): Promise<ToolRouterSession>;
+  listSessionToolkits(
+    sessionId: string,
+    page: PageRequest & { readonly toolkits?: readonly string[] | undefined },
+  ): Promise<Page<SessionToolkit>>;
+  createLink(
+    sessionId: string,
+    toolkit: string,
+    options: { readonly alias: string; readonly callbackUrl?: string | undefined },
+  ): Promise<ConnectLink>;
+
+  // Connected accounts
+  listConnectedAccounts(query: ConnectedAccountQuery): Promise<Page<ConnectedAccount>>;
+  getConnectedAccount(id: string): Promise<ConnectedAccount>;
+  /** Revokes the account's tokens at the provider (when asked and possible), then deletes it. */
+  deleteConnectedAccount(id: string, options: { readonly revoke: boolean }): Promise<{ revoked: boolean }>;
+
+  // Auth configs
+  listAuthConfigs(toolkit: string): Promise<AuthConfigSummary[]>;
+
+  // Triggers
+  getTriggerType(slug: string): Promise<TriggerType>;
+  upsertTrigger(input: UpsertTriggerInput): Promise<{ triggerId: string }>;
+  listActiveTriggers(query: TriggerQuery): Promise<Page<TriggerInstance>>;
+  setTriggerEnabled(triggerId: string, enabled: boolean): Promise<void>;
+  deleteTrigger(triggerId: string): Promise<void>;
+
+  // The project's webhook subscription
+  setWebhookSubscription(url: string): Promise<WebhookSubscription>;
+  rotateWebhookSecret(subscriptionId: string): Promise<{ secret: string }>;
+
+  /** Composio's toolkit catalog page, as Composio sends it. */
+  getCatalog(): Promise<unknown>;
+
+  /** Headers to add when proxying to a Session's MCP URL. */
+  mcpHeaders(): Record<string, string>;
+  /** Whether a URL (MCP endpoint, consent link) may be handed to or fetched for a client. */
+  isTrustedHost(url: string): boolean;
+}

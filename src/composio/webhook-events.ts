@@ -1,0 +1,99 @@
+import { z } from 'zod';
+
+/**
+ * The V3 webhook payloads the broker routes, narrowed to what it reads. Parse only after the
+ * signature has been verified. Other `composio.*` event types parse as `other`, so a new
+ * Composio event never makes the broker answer with an error Composio would retry.
+ */
+
+export type WebhookEvent =
+  | {
+      readonly type: 'composio.trigger.message';
+      /** The V3 message id; the `webhook-id` header carries the delivery id. */
+      readonly id: string;
+      readonly timestamp: string;
+      readonly triggerId: string;
+      readonly triggerSlug: string;
+      readonly connectedAccountId: string;
+      readonly userId: string;
+      readonly data: Record<string, unknown>;
+    }
+  | {
+      readonly type: 'composio.connected_account.expired';
+      readonly id: string;
+      readonly timestamp: string;
+      readonly connectedAccountId: string;
+      readonly userId: string;
+      readonly toolkit: string | null;
+    }
+  | { readonly type: 'other'; readonly id: string; readonly timestamp: string; readonly eventType: string };
+
+const Envelope = z.object({
+  id: z.string().min(1),
+  timestamp: z.string().min(1),
+  type: z.string().startsWith('composio.'),
+  metadata: z.record(z.string(), z.unknown()),
+  data: z.record(z.string(), z.unknown()),
+});
+
+const TriggerMessageMetadata = z.object({
+  trigger_id: z.string().min(1),
+  trigger_slug: z.string().min(1),
+  connected_account_id: z.string().min(1),
+  user_id: z.string().min(1),
+});
+
+/** `data` is the connected-account object as `GET /connected_accounts/{id}` returns it. */
+const ExpiredAccount = z.object({
+  id: z.string().min(1),
+  user_id: z.string().min(1),
+  toolkit: z.object({ slug: z.string() }).optional(),
+});
+
+export function parseWebhookEvent(
+  rawBody: Buffer | string,
+): { ok: true; event: WebhookEvent } | { ok: false; reason: 'invalid_json' | 'invalid_payload' } {
+  let json: unknown;
+  try {
+    json = JSON.parse(typeof rawBody === 'string' ? rawBody : rawBody.toString('utf8'));
+  } catch {
+    return { ok: false, reason: 'invalid_json' };
+  }
+  const envelope = Envelope.safeParse(json);
+  if (!envelope.success) return { ok: false, reason: 'invalid_payload' };
+  const { id, timestamp, type, metadata, data } = envelope.data;
+
+  if (type === 'composio.trigger.message') {
+    const meta = TriggerMessageMetadata.safeParse(metadata);
+    if (!meta.success) return { ok: false, reason: 'invalid_payload' };
+    return {
+      ok: true,
+      event: {
+        type,
+        id,
+        timestamp,
+        triggerId: meta.data.trigger_id,
+        triggerSlug: meta.data.trigger_slug,
+        connectedAccountId: meta.data.connected_account_id,
+        userId: meta.data.user_id,
+        data,
+      },
+    };
+  }
+  if (type === 'composio.connected_account.expired') {
+    const account = ExpiredAccount.safeParse(data);
+    if (!account.success) return { ok: false, reason: 'invalid_payload' };
+    return {
+      ok: true,
+      event: {
+        type,
+        id,
+        timestamp,
+        connectedAccountId: account.data.id,
+        userId: account.data.user_id,
+        toolkit: account.data.toolkit?.slug ?? null,
+      },
+    };
+  }
+  return { ok: true, event: { type: 'other', id, timestamp, eventType: type } };
+}

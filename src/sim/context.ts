@@ -1,0 +1,21 @@
+import type { Faults, RequestLog } from './faults.js';
+import type { SimStore } from './store.js';
+
+/** How the next SSE answers of the MCP endpoint are paced (to test streaming proxies). */
+export interface McpStreaming {
+  /** Number of separate SSE events (progress notices, then the result), each written on its own. */
+  readonly chunks: number;
+  readonly intervalMs: number;
+  /** How many responses stream this way; null: until cleared. */
+  remaining: number | null;
+}
+
+/** Everything a simulator's routes share; one per simulator instance. */
+export interface SimContext {
+  readonly store: SimStore;
+  readonly faults: Faults;
+  readonly requests: RequestLog;
+  mcpStreaming: McpStreaming | null;
+  /** Aborted when the simulator closes, so injected delays do not hold the port open. */
+  readonly closing: AbortSignal;
+}

@@ -1,0 +1,123 @@
+import { ACCOUNT_STATUSES, createAccount } from './accounts.js';
+import type { SimContext } from './context.js';
+import { badRequest } from './errors.js';
+import { expireAccount, fireTrigger } from './events.js';
+import type { FaultSpec, RecordedRequest } from './faults.js';
+import type { AccountStatus } from './store.js';
+import { answerConsent } from './sessions.js';
+import type { DeliveryResult } from './webhooks.js';
+import { accountWire, authConfigWire, triggerInstanceWire, type SessionConfigWire } from './wire.js';
+
+/**
+ * What a developer can do to the simulated world, in process. The `/_sim/…` HTTP controls and
+ * pages call exactly these, so tests and people drive the same code.
+ */
+
+export type SimAccountView = ReturnType<typeof accountWire>;
+
+export interface SimStateDump {
+  readonly project: { readonly id: string; readonly orgId: string };
+  readonly sessions: { id: string; userId: string; mcpUrl: string; config: SessionConfigWire; createdAt: string }[];
+  readonly accounts: SimAccountView[];
+  readonly links: {
+    token: string;
+    consentUrl: string;
+    toolkit: string;
+    alias: string | null;
+    userId: string;
+    connectedAccountId: string;
+    outcome: string;
+    expiresAt: string;
+  }[];
+  readonly authConfigs: ReturnType<typeof authConfigWire>[];
+  readonly triggers: ReturnType<typeof triggerInstanceWire>[];
+  /** Without secrets. */
+  readonly webhookSubscriptions: { id: string; webhookUrl: string; version: string; enabledEvents: string[]; createdAt: string }[];
+  readonly faults: unknown[];
+  readonly mcpStreaming: { chunks: number; intervalMs: number; remaining: number | null } | null;
+}
+
+export interface SimulatorControls {
+  /** The person clicks Authorize on the consent page: the link's account becomes ACTIVE. */
+  authorizeLink(linkToken: string): SimAccountView;
+  /** The person clicks Deny: the link's account becomes FAILED. */
+  denyLink(linkToken: string): SimAccountView;
+  /** The account's sign-in lapses: EXPIRED, plus a signed `composio.connected_account.expired` webhook. */
+  expireAccount(accountId: string): Promise<{ account: SimAccountView; delivery: DeliveryResult | null }>;
+  /** The trigger's app produces an event: a signed `composio.trigger.message` webhook. */
+  fireTrigger(triggerId: string, data?: Record<string, unknown>): Promise<DeliveryResult>;
+  /** Adds an account directly (seeding), without the consent flow. */
+  createAccount(input: {
+    userId: string;
+    toolkit: string;
+    alias?: string;
+    status?: AccountStatus;
+  }): SimAccountView;
+  injectFault(spec: FaultSpec): void;
+  clearFaults(): void;
+  /** Makes the next MCP answers arrive in `chunks` pieces, `intervalMs` apart (`null` clears). */
+  setMcpStreaming(spec: { chunks: number; intervalMs: number; times?: number } | null): void;
+  /** Requests that reached the Composio routes (API and MCP), oldest first. */
+  requests(): readonly RecordedRequest[];
+  clearRequests(): void;
+  state(): SimStateDump;
+}
+
+export function createControls(ctx: SimContext): SimulatorControls {
+  const { store } = ctx;
+  const view = (account: Parameters<typeof accountWire>[1]) => accountWire(store, account, { withState: false });
+  return {
+    authorizeLink: (token) => view(answerConsent(store, token, 'authorize').account),
+    denyLink: (token) => view(answerConsent(store, token, 'deny').account),
+    expireAccount: async (id) => {
+      const { account, delivery } = await expireAccount(store, id);
+      return { account: view(account), delivery };
+    },
+    fireTrigger: (id, data) => fireTrigger(store, id, data),
+    createAccount: (input) => {
+      if (input.status !== undefined && !ACCOUNT_STATUSES.includes(input.status)) {
+        throw badRequest(`status must be one of ${ACCOUNT_STATUSES.join(', ')}`);
+      }
+      return view(createAccount(store, input));
+    },
+    injectFault: (spec) => ctx.faults.add(spec),
+    clearFaults: () => ctx.faults.clear(),
+    setMcpStreaming: (spec) => {
+      if (spec === null) {
+        ctx.mcpStreaming = null;
+        return;
+      }
+      if (!Number.isInteger(spec.chunks) || spec.chunks < 2 || spec.chunks > 100) throw badRequest('chunks must be 2-100');
+      if (!(spec.intervalMs >= 0) || spec.intervalMs > 60_000) throw badRequest('intervalMs must be 0-60000');
+      ctx.mcpStreaming = { chunks: spec.chunks, intervalMs: spec.intervalMs, remaining: spec.times ?? null };
+    },
+    requests: () => ctx.requests.list(),
+    clearRequests: () => ctx.requests.clear(),
+    state: () => ({
+      project: { id: store.projectId, orgId: store.orgId },
+      sessions: [...store.sessions.values()].map((s) => ({ id: s.id, userId: s.userId, mcpUrl: store.mcpUrl(s.id), config: s.config, createdAt: s.createdAt })),
+      accounts: [...store.accounts.values()].sort((a, b) => b.seq - a.seq).map(view),
+      links: [...store.links.values()].map((l) => ({
+        token: l.token,
+        consentUrl: store.consentUrl(l.token),
+        toolkit: l.toolkit,
+        alias: l.alias,
+        userId: l.userId,
+        connectedAccountId: l.accountId,
+        outcome: l.outcome,
+        expiresAt: l.expiresAt.toISOString(),
+      })),
+      authConfigs: [...store.authConfigs.values()].map((c) => authConfigWire(store, c)),
+      triggers: [...store.triggers.values()].map((t) => triggerInstanceWire(store, t)),
+      webhookSubscriptions: [...store.subscriptions.values()].map((s) => ({
+        id: s.id,
+        webhookUrl: s.webhookUrl,
+        version: s.version,
+        enabledEvents: s.enabledEvents,
+        createdAt: s.createdAt,
+      })),
+      faults: ctx.faults.list(),
+      mcpStreaming: ctx.mcpStreaming ? { ...ctx.mcpStreaming } : null,
+    }),
+  };
+}

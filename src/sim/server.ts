@@ -1,0 +1,168 @@
+import { parse as parseForm } from 'node:querystring';
+import { setTimeout as delay } from 'node:timers/promises';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import type { SimContext } from './context.js';
+import { createControls, type SimulatorControls } from './controls.js';
+import { SimCode, SimError, errorBody } from './errors.js';
+import { Faults, RequestLog, type FaultSpec, type RecordedRequest } from './faults.js';
+import { RpcError } from './mcp.js';
+import { registerApiRoutes } from './routes/api.js';
+import { registerControlRoutes } from './routes/controls.js';
+import { registerMcpRoutes } from './routes/mcp.js';
+import { SimStore } from './store.js';
+
+export interface SimulatorOptions {
+  /** Loopback by default: the SDK refuses plain HTTP to anything else. */
+  readonly host?: string;
+  /** 0 (default) picks a free port. */
+  readonly port?: number;
+  /** The project key the simulator accepts in `x-api-key`. */
+  readonly apiKey: string;
+  readonly logger?: Logger | false;
+  /** Hand out consent links on this origin (as Composio's `https://connect.composio.dev`). */
+  readonly consentLinkOrigin?: string;
+}
+
+export interface Simulator {
+  /** `http://127.0.0.1:<port>`: use as the SDK's `baseURL`. */
+  readonly origin: string;
+  readonly apiKey: string;
+  readonly controls: SimulatorControls;
+  close(): Promise<void>;
+}
+
+/** Paths that stand for Composio itself (key-checked, fault-injectable, recorded). */
+const isComposioPath = (url: string) => url.startsWith('/api/') || url.startsWith('/tool_router/');
+const isMcpPath = (url: string) => url.startsWith('/tool_router/');
+
+const FAULT_MESSAGES: Record<number, string> = {
+  429: 'Rate limit exceeded. Please retry after some time.',
+  500: 'Internal server error',
+  502: 'Bad gateway',
+  503: 'Service temporarily unavailable',
+  504: 'Gateway timeout',
+};
+
+/** Starts a Composio simulator on its own port. State lives in this instance only. */
+export async function startSimulator(options: SimulatorOptions): Promise<Simulator> {
+  const closing = new AbortController();
+  const ctx: SimContext = {
+    store: new SimStore(options.apiKey),
+    faults: new Faults(),
+    requests: new RequestLog(),
+    mcpStreaming: null,
+    closing: closing.signal,
+  };
+  const controls = createControls(ctx);
+  const app = Fastify({
+    loggerInstance: (options.logger ? options.logger.child({ component: 'composio-simulator' }) : undefined) as FastifyBaseLogger | undefined,
+    forceCloseConnections: true,
+    bodyLimit: 2 * 1024 * 1024,
+  });
+
+  // JSON bodies, where an empty body counts as none (the SDK omits bodies on some calls).
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(Object.assign(new Error('Request body is not valid JSON'), { statusCode: 400, invalidJson: true }), undefined);
+    }
+  });
+  // The control pages' forms.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    done(null, parseForm(String(body)));
+  });
+
+  const recorded = new WeakMap<FastifyRequest, RecordedRequest>();
+  app.addHook('onRequest', async (request, reply) => {
+    if (!isComposioPath(request.url)) return;
+    recorded.set(request, ctx.requests.record(request.method, request.url));
+    const fault = ctx.faults.take(request.method, request.url.split('?')[0] ?? request.url);
+    if (fault) {
+      const handled = await applyFault(fault, request, reply, ctx.closing);
+      if (handled) return reply;
+    }
+    const key = request.headers['x-api-key'];
+    if (request.headers['x-user-api-key'] !== undefined && key !== undefined) {
+      return reply.code(401).send(errorBody(401, SimCode.unauthorized, 'Send exactly one credential header'));
+    }
+    if (typeof key !== 'string' || key === '') {
+      return reply.code(401).send(errorBody(401, SimCode.unauthorized, 'API key is missing', 'Pass your project API key in the x-api-key header'));
+    }
+    if (key !== ctx.store.apiKey) {
+      return reply.code(401).send(errorBody(401, SimCode.invalidApiKey, 'Invalid API key', 'Check the project API key in your Composio dashboard'));
+    }
+    return undefined;
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const entry = recorded.get(request);
+    if (entry) entry.status = reply.statusCode;
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send(errorBody(404, SimCode.notFound, `Route ${request.method} ${request.url.split('?')[0]} not found`));
+  });
+  app.setErrorHandler((error: FastifyError | SimError, request, reply) => {
+    if (error instanceof SimError) {
+      void reply.code(error.status).headers(error.headers).send(errorBody(error.status, error.code, error.message, error.suggestedFix));
+      return;
+    }
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    if (isMcpPath(request.url) && (error as { invalidJson?: boolean }).invalidJson) {
+      void reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: RpcError.parse, message: 'Parse error' } });
+      return;
+    }
+    if (status === 500) request.log.error({ err: error }, 'simulator error');
+    void reply.code(status).send(errorBody(status, status === 500 ? SimCode.internal : SimCode.badRequest, status === 500 ? 'Internal server error' : error.message));
+  });
+
+  registerApiRoutes(app, ctx);
+  registerMcpRoutes(app, ctx);
+  registerControlRoutes(app, ctx, controls);
+
+  const host = options.host ?? '127.0.0.1';
+  await app.listen({ host, port: options.port ?? 0 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 0);
+  const origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  ctx.store.origin = origin;
+  ctx.store.consentLinkOrigin = options.consentLinkOrigin;
+
+  return {
+    origin,
+    apiKey: options.apiKey,
+    controls,
+    close: async () => {
+      closing.abort();
+      await app.close();
+    },
+  };
+}
+
+/** Returns true when the fault produced the whole answer (status or reset). */
+async function applyFault(fault: FaultSpec, request: FastifyRequest, reply: FastifyReply, closing: AbortSignal): Promise<boolean> {
+  if (fault.delayMs) {
+    try {
+      await delay(fault.delayMs, undefined, { signal: closing });
+    } catch {
+      // Closing: drop the request rather than hold the server open.
+      reply.hijack();
+      request.raw.destroy();
+      return true;
+    }
+  }
+  if (fault.reset) {
+    reply.hijack();
+    request.raw.socket.destroy();
+    return true;
+  }
+  if (fault.status === undefined) return false;
+  if (fault.retryAfter !== undefined) reply.header('retry-after', String(fault.retryAfter));
+  const code = fault.status === 429 ? SimCode.rateLimited : fault.status >= 500 ? SimCode.internal : SimCode.badRequest;
+  void reply.code(fault.status).send(errorBody(fault.status, code, fault.message ?? FAULT_MESSAGES[fault.status] ?? 'Injected failure'));
+  return true;
+}

@@ -1,0 +1,128 @@
+import { nanoId } from './ids.js';
+import type { SessionConfigWire } from './wire.js';
+
+/**
+ * The simulator's in-memory world, one per simulator instance. Records are the simulator's own;
+ * `wire.ts` turns them into Composio's shapes.
+ */
+
+export type AccountStatus = 'INITIALIZING' | 'INITIATED' | 'ACTIVE' | 'FAILED' | 'EXPIRED' | 'INACTIVE' | 'REVOKED';
+
+export interface SessionRecord {
+  readonly id: string;
+  readonly userId: string;
+  readonly config: SessionConfigWire;
+  readonly createdAt: string;
+}
+
+export interface AccountRecord {
+  readonly id: string;
+  readonly uuid: string;
+  readonly wordId: string;
+  readonly userId: string;
+  readonly toolkit: string;
+  readonly authConfigId: string;
+  readonly alias: string | null;
+  status: AccountStatus;
+  statusReason: string | null;
+  /** Made-up provider tokens, present once the account is ACTIVE (never shown in `/_sim/state`). */
+  accessToken: string | null;
+  readonly createdAt: string;
+  updatedAt: string;
+  /** Creation order, for stable newest-first lists. */
+  readonly seq: number;
+}
+
+export interface LinkRecord {
+  readonly token: string;
+  readonly accountId: string;
+  readonly sessionId: string;
+  readonly userId: string;
+  readonly toolkit: string;
+  readonly alias: string | null;
+  readonly callbackUrl: string | null;
+  readonly expiresAt: Date;
+  outcome: 'pending' | 'authorized' | 'denied';
+}
+
+export interface AuthConfigRecord {
+  readonly id: string;
+  readonly uuid: string;
+  readonly toolkit: string;
+  readonly authScheme: string;
+  readonly isComposioManaged: boolean;
+  readonly createdAt: string;
+}
+
+export interface TriggerRecord {
+  readonly id: string;
+  readonly uuid: string;
+  readonly slug: string;
+  readonly userId: string;
+  readonly connectedAccountId: string;
+  readonly config: Record<string, unknown>;
+  disabledAt: string | null;
+  updatedAt: string;
+  readonly seq: number;
+}
+
+export interface SubscriptionRecord {
+  readonly id: string;
+  webhookUrl: string;
+  version: 'V1' | 'V2' | 'V3';
+  enabledEvents: string[];
+  secret: string;
+  readonly createdAt: string;
+  updatedAt: string;
+}
+
+export interface McpSessionRecord {
+  readonly id: string;
+  readonly toolRouterSessionId: string;
+}
+
+export class SimStore {
+  /** Set once the server listens; every URL the simulator hands out is on this origin. */
+  origin = '';
+  readonly projectId = nanoId('pr');
+  readonly orgId = nanoId('ok');
+  readonly sessions = new Map<string, SessionRecord>();
+  readonly accounts = new Map<string, AccountRecord>();
+  readonly links = new Map<string, LinkRecord>();
+  readonly authConfigs = new Map<string, AuthConfigRecord>();
+  readonly triggers = new Map<string, TriggerRecord>();
+  readonly subscriptions = new Map<string, SubscriptionRecord>();
+  readonly mcpSessions = new Map<string, McpSessionRecord>();
+  private seq = 0;
+
+  constructor(readonly apiKey: string, private readonly clock: () => Date = () => new Date()) {}
+
+  now(): Date {
+    return this.clock();
+  }
+
+  nowIso(): string {
+    return this.clock().toISOString();
+  }
+
+  nextSeq(): number {
+    this.seq += 1;
+    return this.seq;
+  }
+
+  /**
+   * Where consent links point. Unset: this simulator's own consent page. Set (e.g. to
+   * `https://connect.composio.dev`), links look exactly like Composio's, for tests that check
+   * what a client accepts; consent is then given through the controls.
+   */
+  consentLinkOrigin: string | undefined;
+
+  consentUrl(token: string): string {
+    if (this.consentLinkOrigin) return `${this.consentLinkOrigin}/link/${encodeURIComponent(token)}`;
+    return `${this.origin}/_sim/connect/${encodeURIComponent(token)}`;
+  }
+
+  mcpUrl(sessionId: string): string {
+    return `${this.origin}/tool_router/${encodeURIComponent(sessionId)}/mcp`;
+  }
+}

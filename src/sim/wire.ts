@@ -1,0 +1,216 @@
+import { TOOLKIT_VERSION, findToolkit, logoUrl, type ToolkitDef, type TriggerTypeDef, TRIGGER_TYPES } from './catalog.js';
+import type { AccountRecord, AuthConfigRecord, SessionRecord, SimStore, SubscriptionRecord, TriggerRecord } from './store.js';
+
+/** Records → Composio's JSON, field for field as in `composio-api.md` and the client's wire types. */
+
+/** The Session `config` as Composio answers it (`enabled`/`disabled`, where requests say `enable`). */
+export interface SessionConfigWire {
+  user_id: string;
+  toolkits?: { enabled: string[] } | { disabled: string[] };
+  auth_configs?: Record<string, string>;
+  connected_accounts?: Record<string, string[]>;
+  manage_connections: {
+    enabled: boolean;
+    callback_url?: string;
+    enable_wait_for_connections: boolean;
+    enable_connection_removal: boolean;
+  };
+  multi_account?: { enable: boolean; max_accounts_per_toolkit: number; require_explicit_selection: boolean };
+  workbench: { enable: boolean; proxy_execution_enabled: boolean; auto_offload_threshold: number; sandbox_size: string };
+  preload: { tools: string[] };
+  search: Record<string, never>;
+  execute: Record<string, never>;
+}
+
+export const ROUTER_TOOLS = ['COMPOSIO_SEARCH_TOOLS', 'COMPOSIO_MULTI_EXECUTE_TOOL', 'COMPOSIO_MANAGE_CONNECTIONS'];
+
+export function sessionWire(store: SimStore, session: SessionRecord, options: { created: boolean }) {
+  return {
+    session_id: session.id,
+    mcp: { type: 'http', url: store.mcpUrl(session.id) },
+    tool_router_tools: ROUTER_TOOLS,
+    config: session.config,
+    config_version: 1,
+    ...(options.created
+      ? {
+          experimental: {
+            assistive_prompt: 'Use COMPOSIO_SEARCH_TOOLS to find tools, then COMPOSIO_MULTI_EXECUTE_TOOL to run them.',
+          },
+          warnings: [],
+        }
+      : {}),
+  };
+}
+
+/** The provider-side state Composio keeps per account; tokens only once ACTIVE. */
+function accountState(store: SimStore, account: AccountRecord) {
+  if (account.status === 'ACTIVE') {
+    return {
+      authScheme: 'OAUTH2',
+      val: {
+        status: 'ACTIVE',
+        access_token: account.accessToken ?? '',
+        token_type: 'Bearer',
+        refresh_token: null,
+        expires_in: 3599,
+        scope: null,
+      },
+    };
+  }
+  if (account.status === 'INITIATED') {
+    const link = [...store.links.values()].find((l) => l.accountId === account.id);
+    return { authScheme: 'OAUTH2', val: { status: 'INITIATED', redirectUrl: link ? store.consentUrl(link.token) : '' } };
+  }
+  return { authScheme: 'OAUTH2', val: { status: account.status } };
+}
+
+export function accountWire(store: SimStore, account: AccountRecord, options: { withState: boolean } = { withState: true }) {
+  const authConfig = store.authConfigs.get(account.authConfigId);
+  return {
+    id: account.id,
+    word_id: account.wordId,
+    alias: account.alias,
+    user_id: account.userId,
+    status: account.status,
+    status_reason: account.statusReason,
+    is_disabled: false,
+    toolkit: { slug: account.toolkit },
+    auth_config: {
+      id: account.authConfigId,
+      auth_scheme: authConfig?.authScheme ?? 'OAUTH2',
+      is_composio_managed: authConfig?.isComposioManaged ?? true,
+      is_disabled: false,
+    },
+    ...(options.withState ? { state: accountState(store, account) } : {}),
+    data: {},
+    params: {},
+    created_at: account.createdAt,
+    updated_at: account.updatedAt,
+    experimental: { account_type: 'PRIVATE' },
+  };
+}
+
+export function sessionToolkitWire(toolkit: ToolkitDef, account: AccountRecord | undefined, authConfig: AuthConfigRecord | undefined) {
+  return {
+    name: toolkit.name,
+    slug: toolkit.slug,
+    enabled: true,
+    is_no_auth: toolkit.noAuth,
+    composio_managed_auth_schemes: [...toolkit.managedAuthSchemes],
+    meta: { logo: logoUrl(toolkit.slug), description: toolkit.description },
+    connected_account: account
+      ? {
+          id: account.id,
+          user_id: account.userId,
+          status: account.status,
+          created_at: account.createdAt,
+          auth_config: {
+            id: account.authConfigId,
+            auth_scheme: authConfig?.authScheme ?? 'OAUTH2',
+            is_composio_managed: authConfig?.isComposioManaged ?? true,
+          },
+        }
+      : null,
+  };
+}
+
+export function authConfigWire(store: SimStore, config: AuthConfigRecord) {
+  const toolkit = findToolkit(config.toolkit);
+  const connections = [...store.accounts.values()].filter((a) => a.authConfigId === config.id).length;
+  return {
+    id: config.id,
+    uuid: config.uuid,
+    type: config.isComposioManaged ? 'default' : 'custom',
+    name: `${toolkit?.name ?? config.toolkit} Auth Config`,
+    toolkit: { slug: config.toolkit, logo: logoUrl(config.toolkit) },
+    auth_scheme: config.authScheme,
+    is_composio_managed: config.isComposioManaged,
+    status: 'ENABLED',
+    no_of_connections: connections,
+    created_at: config.createdAt,
+    last_updated_at: config.createdAt,
+    created_by: 'simulator',
+    credentials: {},
+    expected_input_fields: [],
+    tool_access_config: { tools_for_connected_account_creation: [], tools_available_for_execution: [] },
+    is_enabled_for_tool_router: true,
+    proxy_config: null,
+  };
+}
+
+export function triggerTypeWire(type: TriggerTypeDef) {
+  const toolkit = findToolkit(type.toolkit);
+  return {
+    slug: type.slug,
+    name: type.name,
+    description: type.description,
+    instructions: type.instructions,
+    type: type.type,
+    toolkit: { slug: type.toolkit, name: toolkit?.name ?? type.toolkit, logo: logoUrl(type.toolkit) },
+    config: type.config,
+    payload: type.payload,
+    version: TOOLKIT_VERSION,
+  };
+}
+
+export function triggerInstanceWire(store: SimStore, trigger: TriggerRecord) {
+  const account = store.accounts.get(trigger.connectedAccountId);
+  return {
+    id: trigger.id,
+    uuid: trigger.uuid,
+    connected_account_id: trigger.connectedAccountId,
+    connected_account_uuid: account?.uuid ?? '',
+    user_id: trigger.userId,
+    trigger_name: trigger.slug,
+    trigger_config: trigger.config,
+    state: {},
+    version: TOOLKIT_VERSION,
+    trigger_data: '',
+    updated_at: trigger.updatedAt,
+    disabled_at: trigger.disabledAt,
+    // Deprecated camelCase copies that Composio still sends.
+    disabledAt: trigger.disabledAt,
+    connectedAccountId: trigger.connectedAccountId,
+    triggerName: trigger.slug,
+    updatedAt: trigger.updatedAt,
+    triggerConfig: trigger.config,
+  };
+}
+
+export function subscriptionWire(subscription: SubscriptionRecord) {
+  return {
+    id: subscription.id,
+    webhook_url: subscription.webhookUrl,
+    version: subscription.version,
+    enabled_events: subscription.enabledEvents,
+    secret: subscription.secret,
+    created_at: subscription.createdAt,
+    updated_at: subscription.updatedAt,
+  };
+}
+
+/** One item of the toolkit catalog (`GET /api/v3/toolkits`). */
+export function catalogToolkitWire(toolkit: ToolkitDef) {
+  return {
+    slug: toolkit.slug,
+    name: toolkit.name,
+    type: 'native',
+    auth_schemes: [...toolkit.authSchemes],
+    composio_managed_auth_schemes: [...toolkit.managedAuthSchemes],
+    is_local_toolkit: false,
+    no_auth: toolkit.noAuth,
+    auth_guide_url: null,
+    deprecated: { toolkitId: `tk_${toolkit.slug}` },
+    meta: {
+      created_at: '2024-06-01T00:00:00.000Z',
+      updated_at: '2025-09-09T00:00:00.000Z',
+      description: toolkit.description,
+      logo: logoUrl(toolkit.slug),
+      app_url: null,
+      categories: [{ id: toolkit.category, name: toolkit.category.replace(/-/g, ' ') }],
+      triggers_count: TRIGGER_TYPES.filter((t) => t.toolkit === toolkit.slug).length,
+      tools_count: toolkit.tools.length,
+      version: TOOLKIT_VERSION,
+    },
+  };
+}

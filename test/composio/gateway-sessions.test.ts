@@ -1,0 +1,119 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { linkToken, startHarness, type Harness } from './harness.js';
+
+/** Tool Router Sessions, their toolkits and connect links, through the real SDK. */
+
+let h: Harness;
+afterEach(async () => h?.close());
+
+describe('Sessions', () => {
+  it('creates a Session with connection management and multi-account switched on', async () => {
+    h = await startHarness();
+    const session = await h.gateway.createSession('omb_user1');
+    expect(session).toEqual({
+      sessionId: expect.stringMatching(/^trs_/),
+      mcpUrl: `${h.sim.origin}/tool_router/${session.sessionId}/mcp`,
+      multiAccountEnabled: true,
+    });
+    // What Composio received (and echoes back in the Session's config).
+    const stored = h.sim.controls.state().sessions[0];
+    expect(stored?.userId).toBe('omb_user1');
+    expect(stored?.config.manage_connections).toEqual({
+      enabled: true,
+      enable_wait_for_connections: true,
+      enable_connection_removal: true,
+    });
+    expect(stored?.config.multi_account).toEqual({ enable: true, max_accounts_per_toolkit: 5, require_explicit_selection: true });
+    expect(h.sim.controls.requests().map((r) => `${r.method} ${r.path} ${r.status}`)).toEqual([
+      'POST /api/v3.1/tool_router/session 201',
+    ]);
+  });
+
+  it('gets a Session by id', async () => {
+    h = await startHarness();
+    const created = await h.gateway.createSession('omb_user1');
+    expect(await h.gateway.getSession(created.sessionId)).toEqual(created);
+  });
+
+  it('pages through the Session’s toolkits with the account each one has selected', async () => {
+    h = await startHarness();
+    const session = await h.gateway.createSession('omb_user1');
+    const link = await h.gateway.createLink(session.sessionId, 'gmail', { alias: 'work' });
+    h.sim.controls.authorizeLink(linkToken(link.url));
+
+    const slugs: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await h.gateway.listSessionToolkits(session.sessionId, { limit: 4, ...(cursor ? { cursor } : {}) });
+      slugs.push(...page.items.map((t) => t.slug));
+      cursor = page.nextCursor ?? undefined;
+      pages += 1;
+    } while (cursor);
+    expect(pages).toBe(2);
+    expect(slugs).toEqual(['gmail', 'slack', 'github', 'googlecalendar', 'hackernews', 'xero']);
+
+    const { items } = await h.gateway.listSessionToolkits(session.sessionId, { limit: 10, toolkits: ['gmail', 'hackernews'] });
+    expect(items).toEqual([
+      { slug: 'gmail', name: 'Gmail', isNoAuth: false, connectedAccount: { id: link.connectedAccountId, status: 'ACTIVE' } },
+      { slug: 'hackernews', name: 'Hacker News', isNoAuth: true, connectedAccount: null },
+    ]);
+  });
+});
+
+describe('connect links', () => {
+  it('creates a pending account and a consent link that activates it', async () => {
+    h = await startHarness();
+    const session = await h.gateway.createSession('omb_user1');
+    const link = await h.gateway.createLink(session.sessionId, 'gmail', { alias: 'work', callbackUrl: 'https://app.example/done' });
+    expect(link.url).toMatch(new RegExp(`^${h.sim.origin}/_sim/connect/ln_`));
+    expect(h.gateway.isTrustedHost(link.url)).toBe(true);
+    expect(Date.parse(link.expiresAt ?? '')).toBeGreaterThan(Date.now());
+    expect(await h.gateway.getConnectedAccount(link.connectedAccountId)).toMatchObject({ status: 'INITIATED', alias: 'work', toolkit: 'gmail' });
+
+    h.sim.controls.authorizeLink(linkToken(link.url));
+    expect(await h.gateway.getConnectedAccount(link.connectedAccountId)).toMatchObject({ status: 'ACTIVE', userId: 'omb_user1' });
+  });
+
+  it('marks the account FAILED when the person denies', async () => {
+    h = await startHarness();
+    const session = await h.gateway.createSession('omb_user1');
+    const link = await h.gateway.createLink(session.sessionId, 'slack', { alias: 'team' });
+    h.sim.controls.denyLink(linkToken(link.url));
+    expect((await h.gateway.getConnectedAccount(link.connectedAccountId)).status).toBe('FAILED');
+  });
+
+  it('lists the auth config Composio created for a managed toolkit', async () => {
+    h = await startHarness();
+    expect(await h.gateway.listAuthConfigs('gmail')).toEqual([]);
+    const session = await h.gateway.createSession('omb_user1');
+    await h.gateway.createLink(session.sessionId, 'gmail', { alias: 'work' });
+    expect(await h.gateway.listAuthConfigs('gmail')).toEqual([
+      { id: expect.stringMatching(/^ac_/), toolkit: 'gmail', authScheme: 'OAUTH2', isComposioManaged: true, enabled: true },
+    ]);
+  });
+});
+
+describe('MCP and trust', () => {
+  it('gives the project key as the MCP header', async () => {
+    h = await startHarness();
+    expect(h.gateway.mcpHeaders()).toEqual({ 'x-api-key': 'sim_test_key' });
+  });
+
+  it('trusts composio.dev over https and exactly the configured origin', async () => {
+    h = await startHarness();
+    const trusted = h.gateway.isTrustedHost;
+    expect(trusted(`${h.sim.origin}/tool_router/trs_1/mcp`)).toBe(true);
+    expect(trusted('https://backend.composio.dev/tool_router/trs_1/mcp')).toBe(true);
+    expect(trusted('https://connect.composio.dev/link/ln_1')).toBe(true);
+    expect(trusted('https://composio.dev/x')).toBe(true);
+    expect(trusted('http://backend.composio.dev/x')).toBe(false);
+    expect(trusted('https://evilcomposio.dev/x')).toBe(false);
+    expect(trusted('https://composio.dev.evil.com/x')).toBe(false);
+    expect(trusted('https://user@connect.composio.dev/x')).toBe(false);
+    const port = Number(new URL(h.sim.origin).port);
+    expect(trusted(`http://127.0.0.1:${port + 1}/x`)).toBe(false);
+    expect(trusted(`http://localhost:${port}/x`)).toBe(false);
+    expect(trusted('not a url')).toBe(false);
+  });
+});

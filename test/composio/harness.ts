@@ -1,0 +1,49 @@
+import { pino } from 'pino';
+import { createComposioGateway, type ComposioGateway, type ComposioGatewayOptions } from '../../src/composio/index.js';
+import { startSimulator, type Simulator } from '../../src/sim/index.js';
+
+export interface CallRecord {
+  operation: string;
+  outcome: string;
+  seconds: number;
+}
+
+export interface Harness {
+  sim: Simulator;
+  gateway: ComposioGateway;
+  calls: CallRecord[];
+  close(): Promise<void>;
+}
+
+export const silentLogger = pino({ level: 'silent' });
+
+/** A fresh simulator and a gateway pointed at it through the real SDK. */
+export async function startHarness(overrides: Partial<ComposioGatewayOptions> = {}): Promise<Harness> {
+  const sim = await startSimulator({ apiKey: 'sim_test_key', logger: false });
+  const calls: CallRecord[] = [];
+  const gateway = createComposioGateway({
+    apiKey: sim.apiKey,
+    baseUrl: sim.origin,
+    callsPerMinute: 60_000,
+    timeoutMs: 2_000,
+    logger: silentLogger,
+    onCall: (operation, outcome, seconds) => calls.push({ operation, outcome, seconds }),
+    ...overrides,
+  });
+  return { sim, gateway, calls, close: () => sim.close() };
+}
+
+/** The link token at the end of a consent URL. */
+export function linkToken(url: string): string {
+  const token = new URL(url).pathname.split('/').pop();
+  if (!token) throw new Error(`no link token in ${url}`);
+  return decodeURIComponent(token);
+}
+
+/** A connected, ACTIVE account made through the real flow: Session, link, consent. */
+export async function connectAccount(h: Harness, userId: string, toolkit: string, alias: string) {
+  const session = await h.gateway.createSession(userId);
+  const link = await h.gateway.createLink(session.sessionId, toolkit, { alias });
+  h.sim.controls.authorizeLink(linkToken(link.url));
+  return { session, link, accountId: link.connectedAccountId };
+}

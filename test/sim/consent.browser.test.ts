@@ -1,0 +1,68 @@
+import { existsSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { linkToken, startHarness, type Harness } from '../composio/harness.js';
+
+/** The consent page in a real (headless) Chromium: a person clicks Authorize or Deny. */
+
+const CHROMIUM = '/usr/bin/chromium';
+let browser: Browser;
+let h: Harness;
+
+/** Chromium comes from Debian's package, which CI installs; give a running install time to finish. */
+async function waitForChromium(): Promise<void> {
+  for (let attempt = 0; attempt < 60 && !existsSync(CHROMIUM); attempt++) await delay(5_000);
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium package`);
+}
+
+beforeAll(async () => {
+  await waitForChromium();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  h = await startHarness();
+}, 330_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await h?.close();
+});
+
+describe('consent page', () => {
+  it('Authorize makes the pending account ACTIVE', async () => {
+    const session = await h.gateway.createSession('omb_browser');
+    const link = await h.gateway.createLink(session.sessionId, 'gmail', { alias: 'work' });
+    const page = await browser.newPage();
+    try {
+      await page.goto(link.url);
+      expect(await page.locator('h1').textContent()).toBe('Connect Gmail');
+      expect(await page.locator('body').textContent()).toContain('work');
+      expect((await h.gateway.getConnectedAccount(link.connectedAccountId)).status).toBe('INITIATED');
+
+      await page.getByRole('button', { name: 'Authorize' }).click();
+      await page.locator('#result').waitFor();
+      expect(await page.locator('#result').textContent()).toContain('ACTIVE');
+      expect((await h.gateway.getConnectedAccount(link.connectedAccountId)).status).toBe('ACTIVE');
+    } finally {
+      await page.close();
+    }
+  }, 60_000);
+
+  it('Deny makes it FAILED', async () => {
+    const session = await h.gateway.createSession('omb_browser_2');
+    const link = await h.gateway.createLink(session.sessionId, 'slack', { alias: 'team' });
+    const page = await browser.newPage();
+    try {
+      await page.goto(link.url);
+      await page.getByRole('button', { name: 'Deny' }).click();
+      await page.locator('#result').waitFor();
+      expect(await page.locator('#result').textContent()).toContain('Access denied');
+      expect((await h.gateway.getConnectedAccount(link.connectedAccountId)).status).toBe('FAILED');
+      expect(linkToken(link.url)).toMatch(/^ln_/);
+    } finally {
+      await page.close();
+    }
+  }, 60_000);
+});
