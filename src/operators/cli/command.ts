@@ -1,0 +1,61 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../../config.js';
+
+/** Where a command writes: results on stdout (pipe-friendly), notes and problems on stderr. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+export interface Command {
+  /** As typed: `keys generate`, `admin-token`. */
+  readonly name: string;
+  readonly summary: string;
+  /** The command's own `--help`. */
+  readonly usage: string;
+  /** Resolves with the exit code. */
+  run(args: string[], io: CliIo): Promise<number>;
+}
+
+/** A mistake in how the command was called: exit code 2 and a pointer to `--help`. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** The command could not do its job: exit code 1 and this one line. */
+export class CommandFailed extends Error {
+  override name = 'CommandFailed';
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** `node:util` parseArgs, strict, with its errors as one-line usage errors. */
+export function parseOptions<O extends Options>(args: string[], options: O) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message.split('\n')[0]! : String(error));
+  }
+}
+
+export function requireOption(value: string | undefined, flag: string): string {
+  if (value === undefined || value.trim() === '') throw new UsageError(`${flag} is required`);
+  return value.trim();
+}
+
+/** A positive number no larger than `max`, read from a flag. */
+export function positiveNumber(value: string, flag: string, max: number): number {
+  const number = Number(value);
+  if (!Number.isFinite(number) || number <= 0 || number > max) throw new UsageError(`${flag} must be a number above 0 and at most ${max}`);
+  return number;
+}
+
+/** The CLI reads the environment only through the broker's own configuration. */
+export function cliConfig(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) throw new CommandFailed(`invalid configuration: ${error.problems.join('; ')}`);
+    throw error;
+  }
+}

@@ -1,0 +1,41 @@
+import { eq, sql } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import { installations } from '../db/schema.js';
+import { notFound } from '../errors.js';
+import { INSTALLATION_DISABLED_CHANNEL } from '../events/channels.js';
+
+export interface InstallationSwitch {
+  installationId: string;
+  disabledAt: string | null;
+}
+
+const unknownInstallation = () => notFound('no installation has this id', 'installation_not_found');
+
+/**
+ * Disables an installation: from the commit on, its token gets `401` everywhere. The notification
+ * is sent in the same transaction, so Postgres delivers it only once the update is visible and
+ * a woken poll re-checking the token finds it disabled. Disabling twice keeps the first time.
+ */
+export async function disableInstallation(db: Db, installationId: string, now: Date): Promise<InstallationSwitch> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(installations)
+      .set({ disabledAt: sql`coalesce(${installations.disabledAt}, ${now.toISOString()}::timestamptz)` })
+      .where(eq(installations.id, installationId))
+      .returning({ disabledAt: installations.disabledAt });
+    if (!row) throw unknownInstallation();
+    await tx.execute(sql`select pg_notify(${INSTALLATION_DISABLED_CHANNEL}, ${installationId})`);
+    return { installationId, disabledAt: row.disabledAt?.toISOString() ?? null };
+  });
+}
+
+/** Lets the installation's existing token work again. */
+export async function enableInstallation(db: Db, installationId: string): Promise<InstallationSwitch> {
+  const [row] = await db
+    .update(installations)
+    .set({ disabledAt: null })
+    .where(eq(installations.id, installationId))
+    .returning({ id: installations.id });
+  if (!row) throw unknownInstallation();
+  return { installationId, disabledAt: null };
+}

@@ -1,0 +1,80 @@
+import { and, count, countDistinct, eq, gt, isNull, min, sql, sum } from 'drizzle-orm';
+import { utcDay } from '../clock.js';
+import type { Db } from '../db/database.js';
+import { dailyUsage, events, grants, installations, revokedGrants } from '../db/schema.js';
+import { registrationMode, type RegistrationMode } from '../installations/registration.js';
+
+/** The figures an operator looks at first: who uses the service, how much, and whether queues drain. */
+export interface ServiceStats {
+  generatedAt: string;
+  registration: RegistrationMode;
+  installations: {
+    total: number;
+    disabled: number;
+    /** Enabled installations by the plan they are on now. */
+    byPlan: { standard: number; paid: number };
+    /** Seen (any authenticated request) in the last 24 hours. */
+    activeLastDay: number;
+  };
+  events: { day: string; keptToday: number; skippedToday: number };
+  queue: {
+    /** Events not yet acknowledged by their installation, all installations together. */
+    depth: number;
+    oldestUnacknowledgedAt: string | null;
+    oldestUnacknowledgedAgeSeconds: number | null;
+  };
+}
+
+const DAY_MS = 86_400_000;
+
+export async function serviceStats(db: Db, now: Date, configuredMode: RegistrationMode): Promise<ServiceStats> {
+  const day = utcDay(now);
+  const dayAgo = new Date(now.getTime() - DAY_MS).toISOString();
+  const [mode, [population], [paid], [usage], [queue]] = await Promise.all([
+    registrationMode(db, configuredMode),
+    db
+      .select({
+        total: count(),
+        disabled: count(installations.disabledAt),
+        activeLastDay: sql<number>`count(*) filter (where ${installations.lastSeenAt} > ${dayAgo}::timestamptz)`.mapWith(Number),
+      })
+      .from(installations),
+    // The same rule as `currentPlan`: a held grant that has not expired and is not revoked.
+    db
+      .select({ installations: countDistinct(grants.holderInstallationId) })
+      .from(grants)
+      .innerJoin(installations, eq(installations.id, grants.holderInstallationId))
+      .leftJoin(revokedGrants, eq(revokedGrants.jti, grants.jti))
+      .where(and(gt(grants.expiresAt, now), isNull(revokedGrants.jti), isNull(installations.disabledAt))),
+    db
+      .select({ kept: sum(dailyUsage.kept).mapWith(Number), skipped: sum(dailyUsage.skipped).mapWith(Number) })
+      .from(dailyUsage)
+      .where(eq(dailyUsage.day, day)),
+    db
+      .select({ depth: count(), oldest: min(events.receivedAt) })
+      .from(events)
+      .innerJoin(installations, eq(installations.id, events.installationId))
+      .where(gt(events.position, installations.ackedEventPosition)),
+  ]);
+
+  const total = population?.total ?? 0;
+  const disabled = population?.disabled ?? 0;
+  const paidCount = paid?.installations ?? 0;
+  const oldest = queue?.oldest ?? null;
+  return {
+    generatedAt: now.toISOString(),
+    registration: mode,
+    installations: {
+      total,
+      disabled,
+      byPlan: { standard: total - disabled - paidCount, paid: paidCount },
+      activeLastDay: population?.activeLastDay ?? 0,
+    },
+    events: { day, keptToday: usage?.kept ?? 0, skippedToday: usage?.skipped ?? 0 },
+    queue: {
+      depth: queue?.depth ?? 0,
+      oldestUnacknowledgedAt: oldest ? oldest.toISOString() : null,
+      oldestUnacknowledgedAgeSeconds: oldest ? Math.max(0, Math.floor((now.getTime() - oldest.getTime()) / 1000)) : null,
+    },
+  };
+}

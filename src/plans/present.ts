@@ -1,0 +1,18 @@
+import type { Db } from '../db/database.js';
+import { currentPlan } from '../installations/installations.js';
+import type { VerifiedGrant } from './grants.js';
+import { grantRevoked, holdGrant } from './holding.js';
+
+/** `PUT /v1/me/grant`: hold the grant and answer the plan it gives. */
+export async function presentGrant(
+  db: Db,
+  grant: VerifiedGrant,
+  installationId: string,
+  now: Date,
+): Promise<{ plan: 'paid'; expiresAt: string }> {
+  await holdGrant(db, grant, installationId, now);
+  const { plan, grantExpiresAt } = await currentPlan(db, installationId, now);
+  // Only a revocation committed between the check and the read can leave the plan standard.
+  if (plan !== 'paid' || !grantExpiresAt) throw grantRevoked();
+  return { plan, expiresAt: grantExpiresAt.toISOString() };
+}
