@@ -1,0 +1,221 @@
+import { randomUUID } from 'node:crypto';
+import type { BaseLogger } from 'pino';
+import { ComposioErrorCode, reconnectMessage, type ComposioGateway, type ConnectedAccount, type TriggerType } from '../composio/index.js';
+import type { Db } from '../db/database.js';
+import { AppError, badRequest, conflict, notFound } from '../errors.js';
+import { composioTriggerConfig } from './composio-config.js';
+import { isComposioNotFound } from './errors.js';
+import type { CreateTriggerInput } from './input.js';
+import {
+  findTriggerByAutomation,
+  findTriggerByComposioId,
+  insertTrigger,
+  selectTriggerViews,
+  violatedUniqueConstraint,
+} from './store.js';
+import { toTriggerView, type TriggerRow, type TriggerView } from './view.js';
+
+export interface TriggerDeps {
+  readonly db: Db;
+  readonly composio: ComposioGateway;
+  readonly log: Pick<BaseLogger, 'info' | 'warn'>;
+}
+
+/** The installation asking, as the trigger operations need it. */
+export interface TriggerOwner {
+  readonly id: string;
+  readonly composioUserId: string;
+}
+
+export interface CreateTriggerResult {
+  readonly trigger: TriggerView;
+  /** False when the automation already had this very trigger (answered 200, nothing changed). */
+  readonly created: boolean;
+}
+
+/**
+ * Creates an automation's trigger: on Composio first, then here. The same request again returns
+ * the stored trigger without calling Composio; another definition for the same automation is a
+ * conflict. A Composio trigger the broker ends up not keeping is deleted again, so Composio is
+ * never left with triggers nobody owns.
+ */
+export async function createTrigger(
+  deps: TriggerDeps,
+  owner: TriggerOwner,
+  input: CreateTriggerInput,
+  day: string,
+): Promise<CreateTriggerResult> {
+  const { db, composio } = deps;
+  const existing = await findTriggerByAutomation(db, owner.id, input.automationId);
+  if (existing) return repeatOf(deps, owner, existing, input, day);
+
+  // Both lookups only read; the account's answer decides first, so a foreign account is a 404
+  // whatever the trigger type.
+  const [account, type] = await Promise.allSettled([ownedAccount(composio, owner, input), triggerTypeFor(composio, input)]);
+  if (account.status === 'rejected') throw account.reason;
+  if (type.status === 'rejected') throw type.reason;
+
+  const { triggerId } = await composio.upsertTrigger({
+    userId: owner.composioUserId,
+    slug: input.triggerSlug,
+    connectedAccountId: account.value.id,
+    config: composioTriggerConfig(type.value, input),
+  });
+  // Composio's upsert answers an existing trigger with the same account and configuration (and
+  // re-enables it): a concurrent identical request, or another automation watching the same thing.
+  if (await findTriggerByComposioId(db, triggerId)) return settleWithHolder(deps, owner, input, triggerId, true, day);
+
+  if (!input.enabled) {
+    try {
+      await composio.setTriggerEnabled(triggerId, false);
+    } catch (error) {
+      await discardComposioTrigger(deps, triggerId);
+      throw error;
+    }
+  }
+
+  let row: TriggerRow;
+  try {
+    row = await insertTrigger(db, {
+      id: randomUUID(),
+      installationId: owner.id,
+      automationId: input.automationId,
+      toolkit: input.toolkit,
+      triggerSlug: input.triggerSlug,
+      connectedAccountId: account.value.id,
+      composioTriggerId: triggerId,
+      filter: input.filter,
+      config: input.config,
+      enabled: input.enabled,
+    });
+  } catch (error) {
+    if (violatedUniqueConstraint(error) !== null) return settleWithHolder(deps, owner, input, triggerId, input.enabled, day);
+    await discardComposioTrigger(deps, triggerId);
+    throw error;
+  }
+  deps.log.info({ installationId: owner.id, triggerId: row.id, composioTriggerId: triggerId, triggerSlug: row.triggerSlug }, 'trigger created');
+  return { trigger: toTriggerView(row, null), created: true };
+}
+
+/** The automation already has a trigger: the same one is answered as it is, another is a conflict. */
+async function repeatOf(
+  deps: TriggerDeps,
+  owner: TriggerOwner,
+  existing: TriggerRow,
+  input: CreateTriggerInput,
+  day: string,
+): Promise<CreateTriggerResult> {
+  if (!sameDefinition(existing, input)) {
+    if (existing.needsReconnectAt !== null) {
+      throw conflict(
+        `automation ${input.automationId}'s trigger lost its account; delete it, then create it with the reconnected account`,
+        'automation_conflict',
+      );
+    }
+    throw conflict(
+      `automation ${input.automationId} already has a different trigger; delete it to replace it, or PATCH it to pause or resume it`,
+      'automation_conflict',
+    );
+  }
+  const [trigger] = await selectTriggerViews(deps.db, owner.id, day, existing.id);
+  return { trigger: trigger ?? toTriggerView(existing, null), created: false };
+}
+
+/**
+ * Another row holds the Composio trigger this request got, or took this automation first (two
+ * requests raced). The Composio trigger is put back the way its holder wants it, or deleted when
+ * no row holds it, and the request is answered against the automation's row if there is one.
+ * `composioEnabled` is how this request left the trigger on Composio.
+ */
+async function settleWithHolder(
+  deps: TriggerDeps,
+  owner: TriggerOwner,
+  input: CreateTriggerInput,
+  triggerId: string,
+  composioEnabled: boolean,
+  day: string,
+): Promise<CreateTriggerResult> {
+  const { db, composio } = deps;
+  const holder = await findTriggerByComposioId(db, triggerId);
+  if (!holder) await discardComposioTrigger(deps, triggerId);
+  else if (holder.enabled !== composioEnabled) await composio.setTriggerEnabled(triggerId, holder.enabled);
+
+  const winner = await findTriggerByAutomation(db, owner.id, input.automationId);
+  if (winner) return repeatOf(deps, owner, winner, input, day);
+  if (!holder) {
+    // The row this request collided with was deleted meanwhile: a retry starts clean.
+    throw conflict('this trigger was changed by another request at the same time; try again', 'concurrent_change');
+  }
+  // Composio keeps one trigger per account and configuration, and the broker one automation per trigger.
+  const which = holder.installationId === owner.id ? `automation ${holder.automationId}` : 'another automation';
+  throw conflict(
+    `${which} already has this trigger on this account with the same filter and config; change the filter or config, or reuse that automation`,
+    'trigger_duplicate',
+  );
+}
+
+/** The connected account, if it is this installation's and fit for the trigger. */
+async function ownedAccount(composio: ComposioGateway, owner: TriggerOwner, input: CreateTriggerInput): Promise<ConnectedAccount> {
+  const missing = () =>
+    notFound(`connected account ${input.connectedAccountId} is not one of this installation's accounts`, 'connected_account_not_found');
+  let account: ConnectedAccount;
+  try {
+    account = await composio.getConnectedAccount(input.connectedAccountId);
+  } catch (error) {
+    if (isComposioNotFound(error)) throw missing();
+    throw error;
+  }
+  // Another user's account answers exactly like a missing one: nobody learns which ids exist.
+  if (account.userId !== owner.composioUserId) throw missing();
+  if (account.toolkit.toLowerCase() !== input.toolkit) {
+    throw badRequest(`body.connectedAccountId: the account is a ${account.toolkit} account, not ${input.toolkit}`, 'toolkit_mismatch');
+  }
+  if (account.status !== 'ACTIVE') throw new AppError(409, ComposioErrorCode.reconnectRequired, reconnectMessage(input.toolkit));
+  return account;
+}
+
+async function triggerTypeFor(composio: ComposioGateway, input: CreateTriggerInput): Promise<TriggerType> {
+  let type: TriggerType;
+  try {
+    type = await composio.getTriggerType(input.triggerSlug);
+  } catch (error) {
+    if (isComposioNotFound(error)) throw notFound(`there is no trigger type ${input.triggerSlug}`, 'trigger_type_not_found');
+    throw error;
+  }
+  if (type.toolkit.toLowerCase() !== input.toolkit) {
+    throw badRequest(`body.triggerSlug: ${input.triggerSlug} is a ${type.toolkit} trigger, not ${input.toolkit}`, 'toolkit_mismatch');
+  }
+  return type;
+}
+
+/** Removes a Composio trigger this request made but the broker will not keep; best effort. */
+async function discardComposioTrigger(deps: TriggerDeps, triggerId: string): Promise<void> {
+  try {
+    await deps.composio.deleteTrigger(triggerId);
+  } catch (error) {
+    if (isComposioNotFound(error)) return;
+    // The request fails with its own error; this one only leaves an orphan for the operators.
+    deps.log.warn({ composioTriggerId: triggerId, code: error instanceof AppError ? error.code : 'unknown' }, 'could not delete an unkept Composio trigger');
+  }
+}
+
+/** The body as stored: same app, trigger, account, filter, config and on/off state. */
+function sameDefinition(row: TriggerRow, input: CreateTriggerInput): boolean {
+  return (
+    row.toolkit === input.toolkit &&
+    row.triggerSlug === input.triggerSlug &&
+    row.connectedAccountId === input.connectedAccountId &&
+    row.enabled === input.enabled &&
+    canonicalJson(row.filter) === canonicalJson(input.filter) &&
+    canonicalJson(row.config) === canonicalJson(input.config)
+  );
+}
+
+/** JSON with object keys sorted: `jsonb` does not keep the order a client sent. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}

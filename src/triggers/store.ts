@@ -1,0 +1,94 @@
+import { and, asc, eq } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import { triggerDailyUsage, triggers } from '../db/schema.js';
+import { toTriggerView, type TriggerRow, type TriggerView } from './view.js';
+
+/**
+ * The `triggers` table. Every read and write that a client's request can reach is filtered by
+ * the installation, so one installation's ids never touch another's rows.
+ */
+
+export type NewTriggerRow = typeof triggers.$inferInsert;
+
+export async function findTrigger(db: Db, installationId: string, id: string): Promise<TriggerRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(triggers)
+    .where(and(eq(triggers.installationId, installationId), eq(triggers.id, id)));
+  return row;
+}
+
+export async function findTriggerByAutomation(db: Db, installationId: string, automationId: string): Promise<TriggerRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(triggers)
+    .where(and(eq(triggers.installationId, installationId), eq(triggers.automationId, automationId)));
+  return row;
+}
+
+/** Which row, of any installation, holds a Composio trigger (ids are unique across the service). */
+export async function findTriggerByComposioId(db: Db, composioTriggerId: string): Promise<TriggerRow | undefined> {
+  const [row] = await db.select().from(triggers).where(eq(triggers.composioTriggerId, composioTriggerId));
+  return row;
+}
+
+export async function listInstallationTriggers(db: Db, installationId: string): Promise<TriggerRow[]> {
+  return db.select().from(triggers).where(eq(triggers.installationId, installationId)).orderBy(asc(triggers.createdAt), asc(triggers.id));
+}
+
+export async function insertTrigger(db: Db, row: NewTriggerRow): Promise<TriggerRow> {
+  const [inserted] = await db.insert(triggers).values(row).returning();
+  if (!inserted) throw new Error('inserting a trigger returned no row');
+  return inserted;
+}
+
+export async function setTriggerRowEnabled(db: Db, installationId: string, id: string, enabled: boolean): Promise<TriggerRow | undefined> {
+  const [row] = await db
+    .update(triggers)
+    .set({ enabled })
+    .where(and(eq(triggers.installationId, installationId), eq(triggers.id, id)))
+    .returning();
+  return row;
+}
+
+export async function deleteTriggerRow(db: Db, installationId: string, id: string): Promise<boolean> {
+  const deleted = await db
+    .delete(triggers)
+    .where(and(eq(triggers.installationId, installationId), eq(triggers.id, id)))
+    .returning({ id: triggers.id });
+  return deleted.length > 0;
+}
+
+/** The installation's triggers (or one of them) with the counts of `day`, in creation order. */
+export async function selectTriggerViews(
+  db: Db,
+  installationId: string,
+  day: string,
+  onlyId?: string,
+): Promise<TriggerView[]> {
+  const rows = await db
+    .select({
+      trigger: triggers,
+      usage: { kept: triggerDailyUsage.kept, skipped: triggerDailyUsage.skipped, skippedReason: triggerDailyUsage.skippedReason },
+    })
+    .from(triggers)
+    .leftJoin(triggerDailyUsage, and(eq(triggerDailyUsage.triggerId, triggers.id), eq(triggerDailyUsage.day, day)))
+    .where(
+      onlyId === undefined
+        ? eq(triggers.installationId, installationId)
+        : and(eq(triggers.installationId, installationId), eq(triggers.id, onlyId)),
+    )
+    .orderBy(asc(triggers.createdAt), asc(triggers.id));
+  return rows.map((r) => toTriggerView(r.trigger, r.usage));
+}
+
+/** The constraint a Postgres unique violation (23505) names, looking through drizzle's wrapping. */
+export function violatedUniqueConstraint(error: unknown): string | null {
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    const pg = current as Error & { code?: unknown; constraint_name?: unknown };
+    if (pg.code === '23505') return typeof pg.constraint_name === 'string' ? pg.constraint_name : '';
+    current = current.cause;
+  }
+  return null;
+}
