@@ -121,6 +121,20 @@ export const events = pgTable(
   ],
 );
 
+/**
+ * How far retention has removed each installation's queue, so a poll from an older cursor can
+ * answer `gap: true`. A table of its own rather than a column on `installations`: the retention
+ * job then never takes the installation row lock that ingest serialises on.
+ */
+export const eventExpiry = pgTable('event_expiry', {
+  installationId: uuid('installation_id')
+    .primaryKey()
+    .references(() => installations.id, { onDelete: 'cascade' }),
+  /** Every event at or below this position has been removed by retention. */
+  expiredThroughPosition: bigint('expired_through_position', { mode: 'number' }).notNull(),
+  updatedAt: ts('updated_at').notNull().defaultNow(),
+});
+
 /** Kept and skipped events per installation per UTC day (the quota). */
 export const dailyUsage = pgTable(
   'daily_usage',

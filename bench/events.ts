@@ -1,0 +1,378 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { Agent } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import postgres from 'postgres';
+import { signWebhook } from '../src/composio/webhook-signature.js';
+import { applyMigrations } from '../src/db/database.js';
+import { IngestBatcher } from '../src/events/ingest-batcher.js';
+import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
+import { createLogger } from '../src/logger.js';
+import { fmt, heading, httpCall, line, loadFigures, percentile, runLoad, startChild, type Child } from './lib.js';
+
+/**
+ * `npm run bench:events`: app events on this machine, each figure beside a baseline measured in
+ * the same run. Everything is loopback: an embedded Postgres (default durability settings) in a
+ * temporary folder, brokers started as `npm start` starts them, the load from this process.
+ */
+
+const SECRET = 'whsec_bench_0123456789abcdef';
+const SENDERS = 64;
+const INGEST_INSTALLATIONS = 1000;
+const LATENCY_SAMPLES = 200;
+const LONG_POLLS = 10_000;
+const WARMUP_MS = 1000;
+const RUN_MS = 5000;
+const METRICS_TOKEN = randomBytes(16).toString('hex');
+
+interface Seeded {
+  installationId: string;
+  token: string;
+  composioTriggerId: string;
+}
+
+const startedAt = performance.now();
+const log = createLogger('warn');
+const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-bench-'));
+const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
+const cleanUp = async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+};
+
+// Interrupted: stop the brokers and Postgres this run started before leaving.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+}
+try {
+  await main();
+} finally {
+  await cleanUp();
+}
+process.stdout.write(`\n(${((performance.now() - startedAt) / 1000).toFixed(0)} s in all)\n`);
+
+async function main(): Promise<void> {
+  process.stdout.write('Setting up: embedded Postgres, migrations, installations, two brokers, a baseline server…\n');
+  const embedded = await startEmbeddedPostgres({ dataDir, logger: log, database: 'omb_bench', extraFlags: ['-c', 'max_connections=300'] });
+  cleanups.push(() => embedded.stop());
+  await applyMigrations(embedded.url, log);
+  const sql = postgres(embedded.url, { max: SENDERS, onnotice: () => {} });
+  cleanups.push(() => sql.end({ timeout: 5 }));
+
+  const installations = await seed(sql, INGEST_INSTALLATIONS + LATENCY_SAMPLES * 2 + LONG_POLLS);
+  const ingestSet = installations.slice(0, INGEST_INSTALLATIONS);
+  const latencySet = installations.slice(INGEST_INSTALLATIONS, INGEST_INSTALLATIONS + LATENCY_SAMPLES * 2);
+  const pollSet = installations.slice(INGEST_INSTALLATIONS + LATENCY_SAMPLES * 2);
+
+  const brokerEnv = {
+    DATABASE_URL: embedded.url,
+    COMPOSIO_API_KEY: 'ak_bench',
+    COMPOSIO_BASE_URL: 'http://127.0.0.1:9',
+    COMPOSIO_WEBHOOK_SECRET: SECRET,
+    QUOTA_STANDARD: '10000000',
+    QUOTA_PAID: '10000000',
+    METRICS_TOKEN,
+    LOG_LEVEL: 'warn',
+  };
+  const brokerA = await startChild('src/main.ts', brokerEnv);
+  const brokerB = await startChild('src/main.ts', brokerEnv);
+  const baseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET });
+  cleanups.push(() => brokerA.stop(), () => brokerB.stop(), () => baseline.stop());
+  const description = `2 brokers (pool 12 each), ${installations.length.toLocaleString('en-US')} installations, loopback`;
+  process.stdout.write(`Ready: ${description}; load from this process (Node ${process.version}).\n`);
+
+  await ingest(sql, brokerA, baseline, ingestSet);
+  await latency(sql, embedded.url, brokerA, brokerB, latencySet);
+  await longPolls(brokerA, baseline, pollSet);
+}
+
+/** Installations with a token and one trigger each, written straight to the database. */
+async function seed(sql: postgres.Sql, count: number): Promise<Seeded[]> {
+  const seeded: Seeded[] = [];
+  for (let i = 0; i < count; i++) {
+    seeded.push({ installationId: randomUUID(), token: randomBytes(32).toString('hex'), composioTriggerId: `ti_bench_${i}` });
+  }
+  for (let i = 0; i < seeded.length; i += 2000) {
+    const chunk = seeded.slice(i, i + 2000);
+    await sql`insert into installations ${sql(
+      chunk.map((s) => ({ id: s.installationId, token_hash: hashToken(s.token), composio_user_id: composioUserIdFor(s.installationId) })),
+    )}`;
+    await sql`insert into triggers ${sql(
+      chunk.map((s, n) => ({
+        id: randomUUID(),
+        installation_id: s.installationId,
+        automation_id: `a_bench_${i + n}`,
+        toolkit: 'github',
+        trigger_slug: 'GITHUB_ISSUE_ADDED_EVENT',
+        connected_account_id: `ca_bench_${i + n}`,
+        composio_trigger_id: s.composioTriggerId,
+      })),
+    )}`;
+  }
+  return seeded;
+}
+
+/** A GitHub-issue-sized payload (about 1 KB), as Composio would post it. */
+function webhookFor(installation: Seeded): { headers: Record<string, string>; body: string } {
+  const id = `msg_${randomUUID()}`;
+  const body = JSON.stringify({
+    id,
+    timestamp: new Date().toISOString(),
+    type: 'composio.trigger.message',
+    metadata: {
+      log_id: `log_${id}`,
+      trigger_slug: 'GITHUB_ISSUE_ADDED_EVENT',
+      trigger_id: installation.composioTriggerId,
+      connected_account_id: 'ca_bench',
+      auth_config_id: 'ac_bench',
+      user_id: composioUserIdFor(installation.installationId),
+    },
+    data: {
+      action: 'opened',
+      issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
+      repository: { full_name: 'openmausbot/desktop' },
+      sender: { login: 'octocat' },
+    },
+  });
+  const timestamp = Math.floor(Date.now() / 1000);
+  return {
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signWebhook({ id, timestamp, body, secret: SECRET }),
+    },
+  };
+}
+
+async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, installations: Seeded[]): Promise<void> {
+  heading(`Signed-webhook ingest: ${SENDERS} concurrent senders, ${RUN_MS / 1000} s each after ${WARMUP_MS / 1000} s warm-up`);
+  const agent = new Agent({ keepAlive: true, maxSockets: SENDERS });
+  const pick = () => installations[Math.floor(Math.random() * installations.length)]!;
+  const post = (url: string, installation: Seeded) => async () => {
+    const webhook = webhookFor(installation);
+    const answer = await httpCall(agent, `${url}/v1/webhooks/composio`, { method: 'POST', headers: webhook.headers, body: webhook.body });
+    return answer.status === 200 && answer.body.includes('accepted');
+  };
+
+  const plain = await runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(baseline.url, pick())() });
+  line('baseline: plain Fastify route, same HMAC check, answers 200', ...loadFigures(plain));
+
+  const spread = await runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(broker.url, pick())() });
+  line(`broker: POST /v1/webhooks/composio (${installations.length} installations)`, ...loadFigures(spread));
+
+  const hot = installations[0]!;
+  const single = await runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(broker.url, hot)() });
+  line('broker: all to ONE installation (serialised on its row)', ...loadFigures(single));
+  agent.destroy();
+
+  // The write path alone: the broker's group commit driven from this process, no HTTP.
+  const batcher = new IngestBatcher(sql, log);
+  const data = JSON.stringify(JSON.parse(webhookFor(installations[0]!).body).data);
+  const direct = await runLoad({
+    concurrency: SENDERS,
+    warmupMs: WARMUP_MS,
+    durationMs: RUN_MS,
+    call: async () => {
+      const installation = pick();
+      const now = new Date();
+      const row = await batcher.write({
+        eventId: `direct_${randomUUID()}`,
+        triggerId: installation.composioTriggerId,
+        userId: composioUserIdFor(installation.installationId),
+        dataJson: data,
+        receivedAt: now.toISOString(),
+        day: now.toISOString().slice(0, 10),
+        filterChecked: false,
+        planThreshold: 10_000_000,
+        dailyLimit: null,
+      });
+      return row.outcome === 'accepted';
+    },
+  });
+  line('broker write path alone (same group commit, no HTTP)', ...loadFigures(direct));
+
+  await sql`create table bench_events (like events including all)`;
+  let position = 0;
+  const insert = await runLoad({
+    concurrency: SENDERS,
+    warmupMs: WARMUP_MS,
+    durationMs: RUN_MS,
+    call: async () => {
+      const installation = pick();
+      await sql`insert into bench_events (installation_id, position, id, type, trigger_id, automation_id, toolkit, trigger_slug,
+                                          connected_account_id, received_at, data)
+                values (${installation.installationId}, ${++position}, ${`ins_${position}_${randomUUID()}`}, 'trigger.event',
+                        ${randomUUID()}, 'a_bench', 'github', 'GITHUB_ISSUE_ADDED_EVENT', 'ca_bench', now(), ${data}::text::jsonb)`;
+      return true;
+    },
+  });
+  line(`baseline: bare Postgres INSERT of the same row, ${SENDERS} connections`, ...loadFigures(insert));
+}
+
+async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Child, installations: Seeded[]): Promise<void> {
+  heading(`Webhook accepted → waiting poll answered (${LATENCY_SAMPLES} samples each, one at a time)`);
+  const agent = new Agent({ keepAlive: true, maxSockets: 8 });
+
+  async function sample(pollOn: Child, sendTo: Child, installation: Seeded) {
+    const auth = { authorization: `Bearer ${installation.token}` };
+    let answeredAt = 0;
+    const poll = httpCall(agent, `${pollOn.url}/v1/events?wait=25`, { headers: auth }).then((answer) => {
+      answeredAt = performance.now();
+      return answer;
+    });
+    await sleep(15); // let the poll reach the waiting room
+    const webhook = webhookFor(installation);
+    const sentAt = performance.now();
+    const accepted = await httpCall(agent, `${sendTo.url}/v1/webhooks/composio`, { method: 'POST', headers: webhook.headers, body: webhook.body });
+    const acceptedAt = performance.now();
+    const answer = await poll;
+    if (accepted.status !== 200 || !answer.body.includes(webhook.headers['webhook-id']!)) throw new Error(`latency sample failed: ${answer.body}`);
+    return { sentToAnswered: answeredAt - sentAt, acceptedToAnswered: answeredAt - acceptedAt, webhook: acceptedAt - sentAt };
+  }
+
+  for (const [label, pollOn, offset] of [
+    ['same broker (woken in-process)', a, 0],
+    ['poll on broker B, webhook to A (via LISTEN)', b, LATENCY_SAMPLES],
+  ] as const) {
+    const samples = [];
+    for (let i = 0; i < LATENCY_SAMPLES; i++) samples.push(await sample(pollOn, a, installations[offset + i]!));
+    const sent = samples.map((s) => s.sentToAnswered);
+    const accepted = samples.map((s) => s.acceptedToAnswered);
+    const webhookRtt = samples.map((s) => s.webhook);
+    line(
+      label,
+      `webhook 200 → poll answered p50 ${fmt.ms(percentile(accepted, 50))}, p99 ${fmt.ms(percentile(accepted, 99))}`,
+      `webhook sent → poll answered p50 ${fmt.ms(percentile(sent, 50))}, p99 ${fmt.ms(percentile(sent, 99))}`,
+      `(the webhook's own round trip p50 ${fmt.ms(percentile(webhookRtt, 50))})`,
+    );
+  }
+  agent.destroy();
+
+  // Baseline: Postgres alone, a committed NOTIFY to a LISTEN on another connection.
+  const listener = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  const waiting = new Map<string, () => void>();
+  await listener.listen('bench_baseline', (payload) => waiting.get(payload)?.());
+  const notifyOnce = async (payload: string) => {
+    const received = new Promise<void>((resolve) => waiting.set(payload, resolve));
+    const sentAt = performance.now();
+    await sql`select pg_notify('bench_baseline', ${payload})`;
+    await received;
+    return performance.now() - sentAt;
+  };
+  await notifyOnce('warm-up');
+  const baseline: number[] = [];
+  for (let i = 0; i < LATENCY_SAMPLES; i++) baseline.push(await notifyOnce(String(i)));
+  await listener.end({ timeout: 5 });
+  line(
+    'baseline: Postgres NOTIFY sent → LISTEN received (with its commit)',
+    `p50 ${fmt.ms(percentile(baseline, 50))}, p99 ${fmt.ms(percentile(baseline, 99))}`,
+  );
+}
+
+async function longPolls(broker: Child, baseline: Child, installations: Seeded[]): Promise<void> {
+  heading(`Concurrently held long polls (target ${LONG_POLLS.toLocaleString('en-US')} on one broker process)`);
+
+  const brokerFigures = await hold({
+    server: broker,
+    count: installations.length,
+    request: (agent, i) => httpCall(agent, `${broker.url}/v1/events?wait=25`, { headers: { authorization: `Bearer ${installations[i]!.token}` } }),
+    heldNow: async () => {
+      const metrics = await fetch(`${broker.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }).then((r) => (r.ok ? r.text() : ''));
+      const match = /^omb_long_polls_waiting (\d+)/m.exec(metrics);
+      return match ? Number(match[1]) : Number.NaN;
+    },
+    // Shutdown answers every waiting poll at once (empty), so clients reconnect elsewhere.
+    release: () => broker.stop(),
+  });
+  line(
+    'broker: GET /v1/events?wait=25 held',
+    `${fmt.int(brokerFigures.held)} polls`,
+    `${fmt.kib(brokerFigures.kibPerRequest)} RSS each`,
+    `GET /health meanwhile (reads the database) p50 ${fmt.ms(brokerFigures.otherP50)}, p99 ${fmt.ms(brokerFigures.otherP99)}`,
+    `SIGTERM → all answered ${fmt.ms(brokerFigures.releaseMs)}`,
+  );
+
+  const plain = await hold({
+    server: baseline,
+    count: installations.length,
+    request: (agent) => httpCall(agent, `${baseline.url}/hold`),
+    heldNow: async () => (await fetch(`${baseline.url}/held`).then((r) => r.json() as Promise<{ held: number }>)).held,
+    release: () => fetch(`${baseline.url}/release`, { method: 'POST' }).then(() => undefined),
+  });
+  line(
+    'baseline: plain Fastify route holding idle requests',
+    `${fmt.int(plain.held)} requests`,
+    `${fmt.kib(plain.kibPerRequest)} RSS each`,
+    `GET /health meanwhile p50 ${fmt.ms(plain.otherP50)}, p99 ${fmt.ms(plain.otherP99)}`,
+    `release all → answered ${fmt.ms(plain.releaseMs)}`,
+  );
+}
+
+/**
+ * Opens `count` requests that the server holds, each on its own socket (in waves, so the listen
+ * backlog never overflows), then measures what holding them costs.
+ */
+async function hold(options: {
+  server: Child;
+  count: number;
+  request: (agent: Agent, i: number) => Promise<{ status: number }>;
+  heldNow: () => Promise<number>;
+  release: () => Promise<void>;
+}) {
+  const agent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+  const rssBefore = options.server.rssKiB();
+  let answered = 0;
+  let lastAnsweredAt = 0;
+  const pending: Array<Promise<void>> = [];
+  for (let i = 0; i < options.count; i++) {
+    pending.push(
+      options.request(agent, i).then(
+        () => {
+          answered++;
+          lastAnsweredAt = performance.now();
+        },
+        () => {
+          answered++;
+          lastAnsweredAt = performance.now();
+        },
+      ),
+    );
+    if (i % 500 === 499) await sleep(50);
+  }
+  let held = 0;
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    held = await options.heldNow();
+    if (held >= options.count) break;
+    await sleep(100);
+  }
+  await sleep(300);
+  const rssAfter = options.server.rssKiB();
+  const heldAnsweredEarly = answered;
+
+  const other = new Agent({ keepAlive: true, maxSockets: 1 });
+  const times: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const t0 = performance.now();
+    await httpCall(other, `${options.server.url}/health`);
+    times.push(performance.now() - t0);
+  }
+  other.destroy();
+
+  const releasedAt = performance.now();
+  await options.release();
+  await Promise.all(pending);
+  agent.destroy();
+  if (heldAnsweredEarly > 0) process.stdout.write(`  (note: ${heldAnsweredEarly} requests were answered before the release)\n`);
+  return {
+    held,
+    kibPerRequest: (rssAfter - rssBefore) / Math.max(1, held),
+    otherP50: percentile(times, 50),
+    otherP99: percentile(times, 99),
+    releaseMs: lastAnsweredAt - releasedAt,
+  };
+}

@@ -1,0 +1,157 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+/** Small tools for bench/events.ts: processes, HTTP on keep-alive sockets, figures. */
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface Child {
+  readonly url: string;
+  readonly process: ChildProcess;
+  rssKiB(): number;
+  stop(): Promise<void>;
+}
+
+/** Runs a TypeScript entry point in its own Node process and waits until `GET readyPath` answers 200. */
+export async function startChild(entry: string, env: Record<string, string>, readyPath = '/health'): Promise<Child> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-20_000)));
+  child.stderr!.on('data', (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-20_000)));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${entry} exited with ${child.exitCode}:\n${output}`);
+    if (Date.now() > deadline) throw new Error(`${entry} did not start:\n${output}`);
+    const status = await fetch(`${url}${readyPath}`).then((r) => r.status, () => 0);
+    if (status === 200) break;
+    await sleep(100);
+  }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    url,
+    process: child,
+    rssKiB: () => rssKiB(child.pid!),
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+export function rssKiB(pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Number(match[1]) : Number.NaN;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export interface HttpAnswer {
+  status: number;
+  body: string;
+}
+
+export function httpCall(
+  agent: Agent,
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent, method: options.method ?? 'GET', headers: options.headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+export interface LoadResult {
+  readonly requests: number;
+  readonly failures: number;
+  readonly seconds: number;
+  readonly latenciesMs: number[];
+}
+
+/**
+ * `concurrency` workers each doing one call after another for `durationMs` (after `warmupMs`
+ * not counted). `call` resolves true for a success.
+ */
+export async function runLoad(options: {
+  concurrency: number;
+  warmupMs: number;
+  durationMs: number;
+  call: () => Promise<boolean>;
+}): Promise<LoadResult> {
+  const start = performance.now();
+  const measureFrom = start + options.warmupMs;
+  const end = measureFrom + options.durationMs;
+  const latenciesMs: number[] = [];
+  let failures = 0;
+  const worker = async () => {
+    for (;;) {
+      const t0 = performance.now();
+      if (t0 >= end) return;
+      const ok = await options.call().catch(() => false);
+      const t1 = performance.now();
+      if (t0 >= measureFrom && t1 <= end) {
+        latenciesMs.push(t1 - t0);
+        if (!ok) failures++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  return { requests: latenciesMs.length, failures, seconds: options.durationMs / 1000, latenciesMs };
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export const fmt = {
+  rate: (n: number) => `${Math.round(n).toLocaleString('en-US')}/s`,
+  ms: (n: number) => `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`,
+  int: (n: number) => Math.round(n).toLocaleString('en-US'),
+  kib: (n: number) => `${n.toFixed(1)} KiB`,
+};
+
+/** One line of the report: a label padded to a column, then the figures. */
+export function line(label: string, ...figures: string[]): void {
+  process.stdout.write(`  ${label.padEnd(58)} ${figures.join('   ')}\n`);
+}
+
+export function heading(text: string): void {
+  process.stdout.write(`\n${text}\n`);
+}
+
+export function loadFigures(result: LoadResult): string[] {
+  return [
+    fmt.rate(result.requests / result.seconds).padStart(9),
+    `p50 ${fmt.ms(percentile(result.latenciesMs, 50))}`,
+    `p99 ${fmt.ms(percentile(result.latenciesMs, 99))}`,
+    ...(result.failures > 0 ? [`(${result.failures} failed)`] : []),
+  ];
+}

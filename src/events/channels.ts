@@ -1,0 +1,10 @@
+/**
+ * Postgres NOTIFY channels shared by every broker process. Payloads are installation ids;
+ * receivers treat a notification only as a hint to read the database again.
+ */
+
+/** Something was appended to the installation's queue. */
+export const EVENTS_CHANNEL = 'omb_events';
+
+/** An operator disabled the installation: its waiting polls end with `401`. */
+export const INSTALLATION_DISABLED_CHANNEL = 'omb_installation_disabled';

@@ -1,0 +1,120 @@
+import type { Logger } from 'pino';
+import type { Sql } from '../db/database.js';
+import type { WebhookOutcome } from './outcomes.js';
+
+/** One trigger message as the ingest function takes it (migrations/0002_*.sql). */
+export interface TriggerMessageInput {
+  readonly eventId: string;
+  /** Composio's trigger id (`metadata.trigger_id`). */
+  readonly triggerId: string;
+  readonly userId: string;
+  /** The event's data as JSON text Postgres accepts. */
+  readonly dataJson: string;
+  /** ISO timestamp. */
+  readonly receivedAt: string;
+  /** The UTC day the quota counts it in, `YYYY-MM-DD`. */
+  readonly day: string;
+  readonly filterChecked: boolean;
+  readonly planThreshold: number;
+  readonly dailyLimit: number | null;
+}
+
+export interface TriggerMessageRow {
+  readonly outcome: WebhookOutcome | 'check_filter' | 'check_plan';
+  readonly installation: string | null;
+  readonly trigger_toolkit: string | null;
+  readonly trigger_filter: Record<string, string> | null;
+  readonly appended: boolean;
+}
+
+interface Pending {
+  readonly input: TriggerMessageInput;
+  resolve(row: TriggerMessageRow): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Group commit for webhook ingest. Each commit waits for a WAL flush, and on a machine whose
+ * fsync takes a few hundred microseconds that, not CPU, caps one-message-per-transaction ingest.
+ * So: a message is written at once while fewer than `maxInFlight` transactions are running (no
+ * added latency when traffic is light); otherwise it waits for the next free one and goes with
+ * every message that arrived meanwhile, in one transaction (migrations/0003_*.sql). A message
+ * is answered only after the transaction holding it has committed.
+ *
+ * A batch that fails (a message Postgres refuses, a deadlock it broke) is retried one message
+ * at a time, so one bad message never fails the others.
+ */
+export class IngestBatcher {
+  private queue: Pending[] = [];
+  private inFlight = 0;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly log: Logger,
+    private readonly options: { maxInFlight: number; maxBatch: number } = { maxInFlight: 4, maxBatch: 100 },
+  ) {}
+
+  write(input: TriggerMessageInput): Promise<TriggerMessageRow> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ input, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.options.maxInFlight && this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.options.maxBatch);
+      this.inFlight++;
+      void this.run(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async run(batch: Pending[]): Promise<void> {
+    try {
+      const rows = await this.call(batch.map((p) => p.input));
+      batch.forEach((p, i) => p.resolve(rows[i]!));
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+      this.log.warn({ err: error, messages: batch.length }, 'ingest batch failed; writing its messages one by one');
+      await Promise.all(
+        batch.map(async (p) => {
+          try {
+            p.resolve((await this.call([p.input]))[0]!);
+          } catch (single) {
+            p.reject(single);
+          }
+        }),
+      );
+    }
+  }
+
+  private async call(inputs: TriggerMessageInput[]): Promise<TriggerMessageRow[]> {
+    // Sent as text and cast by Postgres, so it does not matter how this client serialises jsonb.
+    const rows = await this.sql<(TriggerMessageRow & { ordinal: number })[]>`
+      select * from omb_ingest_trigger_messages(${messagesJson(inputs)}::text::jsonb)`;
+    if (rows.length !== inputs.length) {
+      throw new Error(`omb_ingest_trigger_messages answered ${rows.length} rows for ${inputs.length} messages`);
+    }
+    const byOrdinal: TriggerMessageRow[] = [];
+    for (const row of rows) byOrdinal[row.ordinal - 1] = row;
+    return byOrdinal;
+  }
+}
+
+/** The batch as JSON, splicing each message's data in as it is (it is JSON text already). */
+function messagesJson(inputs: TriggerMessageInput[]): string {
+  return `[${inputs
+    .map(
+      (m) =>
+        `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
+        `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"filterChecked":${m.filterChecked},` +
+        `"planThreshold":${m.planThreshold},"dailyLimit":${m.dailyLimit ?? 'null'},"data":${m.dataJson}}`,
+    )
+    .join(',')}]`;
+}

@@ -1,0 +1,70 @@
+import { performance } from 'node:perf_hooks';
+import type { Sql } from '../db/database.js';
+import { unauthorized } from '../errors.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+import type { EventHub } from './hub.js';
+import { acknowledge, readQueue, type QueuedEvent, type QueueSlice } from './queue.js';
+
+export interface PollAnswer {
+  readonly events: QueuedEvent[];
+  readonly cursor: string;
+  readonly gap?: true;
+}
+
+export interface PollResult {
+  readonly answer: PollAnswer;
+  /** Answered early because the broker is shutting down: the client should reconnect elsewhere. */
+  readonly shuttingDown: boolean;
+}
+
+/**
+ * One long poll of an installation's queue. A `cursor` acknowledges everything up to it and the
+ * poll reads after it; without one, the poll reads after the last acknowledged event. With
+ * nothing to return it waits up to `waitMs` for a wake from the hub, then reads again.
+ * `signal` aborts the wait when the client goes away.
+ */
+export async function pollEvents(
+  deps: { sql: Sql; hub: EventHub },
+  request: { installationId: string; cursor: string | undefined; limit: number; waitMs: number; signal?: AbortSignal },
+): Promise<PollResult> {
+  const { sql, hub } = deps;
+  const { installationId, limit } = request;
+  let after: number | null = null;
+  if (request.cursor !== undefined) {
+    after = decodeCursor(installationId, request.cursor);
+    if (!(await acknowledge(sql, installationId, after))) throw unauthorized();
+  }
+
+  const deadline = performance.now() + request.waitMs;
+  for (;;) {
+    const remaining = deadline - performance.now();
+    // Subscribe before reading: a commit between the read and the wait still wakes us.
+    const subscription = remaining > 0 ? hub.subscribe(installationId, remaining, request.signal) : undefined;
+    try {
+      const slice = await readQueue(sql, installationId, { after, limit });
+      if (!slice) throw unauthorized();
+      // Later reads start where the first one did, even if the acknowledged position moves meanwhile.
+      after = slice.through;
+      if (slice.events.length > 0 || !subscription) return { answer: answerWith(installationId, slice), shuttingDown: false };
+      switch (await subscription.woken) {
+        case 'event':
+        case 'timeout':
+          continue;
+        case 'closing':
+          return { answer: answerWith(installationId, slice), shuttingDown: true };
+        case 'aborted':
+          // Nobody is listening any more; whatever is answered goes nowhere.
+          return { answer: answerWith(installationId, slice), shuttingDown: false };
+        case 'disabled':
+          throw unauthorized();
+      }
+    } finally {
+      subscription?.cancel();
+    }
+  }
+}
+
+function answerWith(installationId: string, slice: QueueSlice): PollAnswer {
+  const answer = { events: slice.events, cursor: encodeCursor(installationId, slice.through) };
+  return slice.gap ? { ...answer, gap: true } : answer;
+}

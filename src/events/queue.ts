@@ -1,0 +1,115 @@
+import type { Sql } from '../db/database.js';
+import { badRequest } from '../errors.js';
+
+/** One event as an installation receives it. */
+export interface QueuedEvent {
+  readonly id: string;
+  readonly type: 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+  readonly triggerId: string | null;
+  readonly automationId: string | null;
+  readonly toolkit: string | null;
+  readonly triggerSlug: string | null;
+  readonly connectedAccountId: string | null;
+  readonly receivedAt: string;
+  readonly data: unknown;
+}
+
+/** A run of an installation's queue after some position. */
+export interface QueueSlice {
+  readonly events: QueuedEvent[];
+  /** The position the run ends at: its last event's, or where it started when it is empty. */
+  readonly through: number;
+  /** Events after the starting position were already removed by retention. */
+  readonly gap: boolean;
+}
+
+interface SliceRow {
+  after: string;
+  expired_through: string;
+  position: string | null;
+  id: string | null;
+  type: QueuedEvent['type'] | null;
+  trigger_id: string | null;
+  automation_id: string | null;
+  toolkit: string | null;
+  trigger_slug: string | null;
+  connected_account_id: string | null;
+  received_at: string | null;
+  data: unknown;
+}
+
+/**
+ * Up to `limit` events after `after` (or after the last acknowledged one when `after` is null),
+ * in the order they were accepted. Null when the installation no longer exists.
+ *
+ * Reading `position > after` never skips an event: positions are allocated under the
+ * installation's row lock and so become visible in order (migrations/0002_*.sql).
+ */
+export async function readQueue(
+  sql: Sql,
+  installationId: string,
+  options: { after: number | null; limit: number },
+): Promise<QueueSlice | null> {
+  const rows = await sql<SliceRow[]>`
+    with start as (
+      select coalesce(${options.after}::bigint, i.acked_event_position) as after,
+             coalesce(x.expired_through_position, 0) as expired_through
+        from installations i left join event_expiry x on x.installation_id = i.id
+       where i.id = ${installationId}
+    )
+    select s.after, s.expired_through, e.position, e.id, e.type, e.trigger_id, e.automation_id, e.toolkit,
+           e.trigger_slug, e.connected_account_id, e.received_at, e.data
+      from start s
+      left join lateral (
+        select * from events e
+         where e.installation_id = ${installationId} and e.position > s.after
+         order by e.position
+         limit ${options.limit}
+      ) e on true
+     order by e.position`;
+  const first = rows[0];
+  if (!first) return null;
+  const after = Number(first.after);
+  const events: QueuedEvent[] = [];
+  let through = after;
+  for (const row of rows) {
+    if (row.position === null) continue;
+    through = Number(row.position);
+    events.push({
+      id: row.id!,
+      type: row.type!,
+      triggerId: row.trigger_id,
+      automationId: row.automation_id,
+      toolkit: row.toolkit,
+      triggerSlug: row.trigger_slug,
+      connectedAccountId: row.connected_account_id,
+      receivedAt: new Date(row.received_at!).toISOString(),
+      data: row.data,
+    });
+  }
+  return { events, through, gap: Number(first.expired_through) > after };
+}
+
+/**
+ * Marks every event up to `position` as acknowledged; an older position changes nothing (it may
+ * be a replay). False when the installation no longer exists; `400` for a position past its queue.
+ */
+export async function acknowledge(sql: Sql, installationId: string, position: number): Promise<boolean> {
+  const rows = await sql<{ last_event_position: string }[]>`
+    with inst as (select last_event_position from installations where id = ${installationId}),
+    moved as (
+      update installations i set acked_event_position = ${position}
+        from inst
+       where i.id = ${installationId}
+         and ${position} <= inst.last_event_position
+         and i.acked_event_position < ${position}
+      returning 1
+    )
+    select last_event_position from inst`;
+  const row = rows[0];
+  if (!row) return false;
+  if (position > Number(row.last_event_position)) {
+    throw badRequest('cursor is beyond the end of this installation’s queue', 'invalid_cursor');
+  }
+  return true;
+}

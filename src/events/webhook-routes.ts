@@ -1,0 +1,129 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Clock } from '../clock.js';
+import { parseWebhookEvent } from '../composio/webhook-events.js';
+import { verifyWebhookSignature } from '../composio/webhook-signature.js';
+import type { Database } from '../db/database.js';
+import { AppError, badRequest, tooManyRequests } from '../errors.js';
+import type { Quotas } from '../installations/installations.js';
+import { FailureLimiter } from './failure-limiter.js';
+import { ingestWebhookEvent } from './ingest.js';
+import type { WebhookOutcome } from './outcomes.js';
+import type { EventsRuntime } from './runtime.js';
+
+export interface WebhookRoutesDeps {
+  database: Database;
+  clock: Clock;
+  quotas: Quotas;
+  events: EventsRuntime;
+  /** Every secret currently accepted (several during a rotation). */
+  secrets: readonly string[];
+  badWebhooksPerMinute: number;
+  /** Told the type of every event appended to a queue (for metrics). */
+  onQueued?: (type: QueuedEventType) => void;
+}
+
+export type QueuedEventType = 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+
+/** Trigger payloads can be large (a whole e-mail); bigger than the API's JSON limit. */
+const WEBHOOK_BODY_LIMIT = 1024 * 1024;
+const SIGNATURE_TOLERANCE_SECONDS = 300;
+/** `webhook-id` becomes the event id: printable, and short enough for the unique index. */
+const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/** Routine outcomes a busy trigger can produce thousands of times a day: logged at debug. */
+const QUIET_OUTCOMES: ReadonlySet<WebhookOutcome> = new Set(['paused', 'filtered', 'over_quota']);
+
+/**
+ * `POST /v1/webhooks/composio`, in a plugin of its own so its body arrives as the exact bytes
+ * that were signed. The signature is checked before anything else; nothing on this path calls
+ * Composio.
+ */
+export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDeps): Promise<void> {
+  const { clock, events } = deps;
+  const limiter = new FailureLimiter(deps.badWebhooksPerMinute);
+  const count = (outcome: WebhookOutcome) => events.outcomes.count(outcome);
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  app.post(
+    '/v1/webhooks/composio',
+    {
+      bodyLimit: WEBHOOK_BODY_LIMIT,
+      // Before the body is read: an address sending bad signatures is turned away cheaply.
+      onRequest: async (request) => {
+        const retryAfter = limiter.retryAfterSeconds(request.ip, clock.now().getTime());
+        if (retryAfter > 0) {
+          count('rate_limited');
+          throw tooManyRequests('too many webhooks with bad signatures from this address', retryAfter);
+        }
+      },
+    },
+    async (request) => {
+      const receivedAt = clock.now();
+      const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const eventId = header(request, 'webhook-id');
+      const verdict = verifyWebhookSignature({
+        id: eventId,
+        timestamp: header(request, 'webhook-timestamp'),
+        signatureHeader: signatureHeader(request),
+        rawBody,
+        secrets: deps.secrets,
+        nowSeconds: Math.floor(receivedAt.getTime() / 1000),
+        toleranceSeconds: SIGNATURE_TOLERANCE_SECONDS,
+      });
+      if (!verdict.ok) {
+        limiter.recordFailure(request.ip, receivedAt.getTime());
+        count('bad_signature');
+        request.log.warn({ reason: verdict.reason, ip: request.ip }, 'webhook refused: bad signature');
+        throw new AppError(401, 'invalid_signature', 'webhook signature is missing or invalid');
+      }
+      // Signed by Composio from here on.
+      if (!EVENT_ID_PATTERN.test(eventId!)) throw badRequest('webhook-id is not a usable event id');
+
+      const parsed = parseWebhookEvent(rawBody);
+      if (!parsed.ok) {
+        if (parsed.reason === 'invalid_json') {
+          count('invalid');
+          throw badRequest('body is not valid JSON', 'invalid_json');
+        }
+        // A payload version we do not read: answering an error would only make Composio retry it.
+        count('ignored');
+        request.log.warn({ eventId }, 'webhook ignored: payload not in the V3 shape');
+        return { outcome: 'ignored' };
+      }
+
+      const result = await ingestWebhookEvent(
+        { database: deps.database, quotas: deps.quotas, batcher: events.batcher },
+        { eventId: eventId!, event: parsed.event, receivedAt },
+      );
+      if (result.appended && result.installationId) {
+        events.notifier.committed(result.installationId);
+        deps.onQueued?.(
+          result.outcome === 'over_quota'
+            ? 'quota.exceeded'
+            : parsed.event.type === 'composio.connected_account.expired'
+              ? 'connection.expired'
+              : 'trigger.event',
+        );
+      }
+      count(result.outcome);
+      const line = { eventId, outcome: result.outcome, installationId: result.installationId ?? undefined };
+      if (result.outcome === 'user_mismatch') request.log.warn(line, 'webhook not queued: the Composio user does not own the trigger');
+      else if (parsed.event.type === 'other') request.log.debug({ ...line, type: parsed.event.eventType }, 'webhook ignored');
+      else if (QUIET_OUTCOMES.has(result.outcome)) request.log.debug(line, 'webhook not queued');
+      else if (result.outcome !== 'accepted') request.log.info(line, 'webhook not queued');
+      return { outcome: result.outcome };
+    },
+  );
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** Several `webhook-signature` headers are read as one space-separated list. */
+function signatureHeader(request: FastifyRequest): string | undefined {
+  const value = request.headers['webhook-signature'];
+  return Array.isArray(value) ? value.join(' ') : value;
+}

@@ -1,0 +1,98 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Sql } from '../../src/db/database.js';
+import { IngestBatcher, type TriggerMessageInput } from '../../src/events/ingest-batcher.js';
+import { createLogger } from '../../src/logger.js';
+import { LogCapture } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { countEvents, insertTrigger, type TestTrigger } from './helpers.js';
+
+let database: TestDatabase;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(() => database.drop());
+
+async function installationWithTrigger(): Promise<TestTrigger> {
+  const id = randomUUID();
+  await database.sql`insert into installations (id, token_hash, composio_user_id)
+                     values (${id}, ${randomUUID()}, ${`omb_${id.replaceAll('-', '')}`})`;
+  return insertTrigger(database, id);
+}
+
+function message(trigger: TestTrigger, overrides: Partial<TriggerMessageInput> = {}): TriggerMessageInput {
+  const now = new Date();
+  return {
+    eventId: `msg_${randomUUID()}`,
+    triggerId: trigger.composioTriggerId,
+    userId: trigger.composioUserId,
+    dataJson: '{"n":1}',
+    receivedAt: now.toISOString(),
+    day: now.toISOString().slice(0, 10),
+    filterChecked: false,
+    planThreshold: 1_000_000,
+    dailyLimit: null,
+    ...overrides,
+  };
+}
+
+/** The batcher's SQL, counting the statements it sends. */
+function counting(sql: Sql): { sql: Sql; statements: () => number } {
+  let statements = 0;
+  const wrapped = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    statements++;
+    return (sql as unknown as (s: TemplateStringsArray, ...v: unknown[]) => unknown)(strings, ...values);
+  }) as unknown as Sql;
+  return { sql: wrapped, statements: () => statements };
+}
+
+describe('ingest group commit', () => {
+  it('writes messages that arrive while others commit together, in fewer transactions', async () => {
+    const triggers = await Promise.all(Array.from({ length: 5 }, installationWithTrigger));
+    const { sql, statements } = counting(database.sql);
+    const batcher = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 2, maxBatch: 50 });
+    // Interleaved installations: every batch takes several installations' locks, in one order.
+    const inputs = Array.from({ length: 400 }, (_, i) => message(triggers[i % triggers.length]!));
+    const rows = await Promise.all(inputs.map((input) => batcher.write(input)));
+    expect(rows.every((row) => row.outcome === 'accepted' && row.appended)).toBe(true);
+    expect(statements()).toBeLessThan(20);
+    for (const trigger of triggers) expect(await countEvents(database, trigger.installationId)).toBe(80);
+    // Positions stay dense and in order per installation.
+    const [gaps] = await database.sql<{ n: number }[]>`
+      select count(*)::int as n from (
+        select position - lag(position) over (partition by installation_id order by position) as step from events
+      ) s where step <> 1`;
+    expect(gaps!.n).toBe(0);
+  });
+
+  it('answers a message alone at once when nothing else is in flight', async () => {
+    const trigger = await installationWithTrigger();
+    const { sql, statements } = counting(database.sql);
+    const batcher = new IngestBatcher(sql, createLogger('silent'));
+    expect((await batcher.write(message(trigger))).outcome).toBe('accepted');
+    expect((await batcher.write(message(trigger))).outcome).toBe('accepted');
+    expect(statements()).toBe(2);
+  });
+
+  it('does not let one message Postgres refuses fail the rest of its batch', async () => {
+    const trigger = await installationWithTrigger();
+    const logs = new LogCapture();
+    const batcher = new IngestBatcher(database.sql, createLogger('warn', logs), { maxInFlight: 1, maxBatch: 50 });
+    const good = Array.from({ length: 10 }, () => message(trigger));
+    const bad = message(trigger, { dataJson: '{"unfinished":' });
+    const results = await Promise.allSettled([...good.slice(0, 5), bad, ...good.slice(5)].map((m) => batcher.write(m)));
+    expect(results.filter((r) => r.status === 'rejected')).toHaveLength(1);
+    expect(results[5]!.status).toBe('rejected');
+    expect(await countEvents(database, trigger.installationId)).toBe(10);
+    expect(logs.text).toContain('writing its messages one by one');
+  });
+
+  it('stores a message delivered twice in one batch once', async () => {
+    const trigger = await installationWithTrigger();
+    const batcher = new IngestBatcher(database.sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+    const first = message(trigger);
+    const outcomes = await Promise.all([batcher.write(message(trigger)), batcher.write(first), batcher.write(first)].map(async (p) => (await p).outcome));
+    expect(outcomes.sort()).toEqual(['accepted', 'accepted', 'duplicate']);
+    expect(await countEvents(database, trigger.installationId)).toBe(2);
+  });
+});

@@ -1,0 +1,148 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { buildApp } from '../../src/app.js';
+import { signWebhook } from '../../src/composio/webhook-signature.js';
+import { loadConfig, type Env } from '../../src/config.js';
+import type { Database } from '../../src/db/database.js';
+import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
+import { composioUserIdFor } from '../../src/installations/tokens.js';
+import { createLogger } from '../../src/logger.js';
+import { LogCapture, TestClock, unreachableComposio, type TestApp } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+/** The secret test brokers are configured with (`COMPOSIO_WEBHOOK_SECRET`). */
+export const SECRET = 'whsec_test_events_secret_0123456789';
+
+export interface TestTrigger {
+  id: string;
+  installationId: string;
+  composioTriggerId: string;
+  composioUserId: string;
+  automationId: string;
+  toolkit: string;
+  triggerSlug: string;
+  connectedAccountId: string;
+}
+
+/** A trigger row as trigger CRUD would store it (that feature is not under test here). */
+export async function insertTrigger(
+  database: Pick<Database, 'sql'>,
+  installationId: string,
+  options: { toolkit?: string; triggerSlug?: string; connectedAccountId?: string; filter?: Record<string, string>; enabled?: boolean } = {},
+): Promise<TestTrigger> {
+  const trigger: TestTrigger = {
+    id: randomUUID(),
+    installationId,
+    composioTriggerId: `ti_${randomBytes(8).toString('hex')}`,
+    composioUserId: composioUserIdFor(installationId),
+    automationId: `a_${randomBytes(4).toString('hex')}`,
+    toolkit: options.toolkit ?? 'github',
+    triggerSlug: options.triggerSlug ?? 'GITHUB_ISSUE_ADDED_EVENT',
+    connectedAccountId: options.connectedAccountId ?? `ca_${randomBytes(6).toString('hex')}`,
+  };
+  await database.sql`
+    insert into triggers (id, installation_id, automation_id, toolkit, trigger_slug, connected_account_id,
+                          composio_trigger_id, filter, enabled)
+    values (${trigger.id}, ${installationId}, ${trigger.automationId}, ${trigger.toolkit}, ${trigger.triggerSlug},
+            ${trigger.connectedAccountId}, ${trigger.composioTriggerId}, ${JSON.stringify(options.filter ?? {})}::text::jsonb,
+            ${options.enabled ?? true})`;
+  return trigger;
+}
+
+/** A V3 `composio.trigger.message` for the trigger. */
+export function triggerMessage(trigger: TestTrigger, data: Record<string, unknown> = {}, overrides: { userId?: string } = {}) {
+  return {
+    id: `msg_${randomUUID()}`,
+    timestamp: new Date().toISOString(),
+    type: 'composio.trigger.message',
+    metadata: {
+      log_id: `log_${randomBytes(4).toString('hex')}`,
+      trigger_slug: trigger.triggerSlug,
+      trigger_id: trigger.composioTriggerId,
+      connected_account_id: trigger.connectedAccountId,
+      auth_config_id: 'ac_test',
+      user_id: overrides.userId ?? trigger.composioUserId,
+    },
+    data,
+  };
+}
+
+/** A V3 `composio.connected_account.expired` for an account of the installation's user. */
+export function accountExpired(composioUserId: string, connectedAccountId: string, toolkit = 'github') {
+  return {
+    id: `msg_${randomUUID()}`,
+    timestamp: new Date().toISOString(),
+    type: 'composio.connected_account.expired',
+    metadata: { project_id: 'pr_test', org_id: 'ok_test' },
+    data: { id: connectedAccountId, user_id: composioUserId, status: 'EXPIRED', toolkit: { slug: toolkit } },
+  };
+}
+
+export interface SignedWebhook {
+  id: string;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/** Headers and body as Composio would post them, signed at `at` (seconds default to now). */
+export function signed(
+  payload: unknown,
+  options: { id?: string; at?: Date; secret?: string } = {},
+): SignedWebhook {
+  const id = options.id ?? `msg_${randomUUID()}`;
+  const timestamp = Math.floor((options.at ?? new Date()).getTime() / 1000);
+  const body = typeof payload === 'string' ? payload : JSON.stringify(payload);
+  return {
+    id,
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signWebhook({ id, timestamp, body, secret: options.secret ?? SECRET }),
+    },
+  };
+}
+
+export async function countEvents(database: Pick<Database, 'sql'>, installationId?: string): Promise<number> {
+  const [row] = installationId
+    ? await database.sql<{ n: number }[]>`select count(*)::int as n from events where installation_id = ${installationId}`
+    : await database.sql<{ n: number }[]>`select count(*)::int as n from events`;
+  return row!.n;
+}
+
+export const BROKER_ENV = {
+  COMPOSIO_API_KEY: 'ak_test',
+  COMPOSIO_BASE_URL: 'http://127.0.0.1:9',
+  COMPOSIO_WEBHOOK_SECRET: SECRET,
+};
+
+export interface EventsTestApp extends TestApp {
+  events: EventsRuntime;
+}
+
+/**
+ * `buildTestApp`, but holding the app's events runtime so tests can look at the waiting room.
+ * Signed with `SECRET`; pass `database` to put several apps (as several brokers) on one database.
+ */
+export async function buildEventsApp(env: Env = {}, options: { database?: TestDatabase } = {}): Promise<EventsTestApp> {
+  const database = options.database ?? (await createTestDatabase());
+  const config = loadConfig({ LOG_LEVEL: 'info', ...BROKER_ENV, ...env });
+  const logs = new LogCapture();
+  const clock = new TestClock();
+  const logger = createLogger(config.logLevel, logs);
+  const events = createEventsRuntime({ database, logger });
+  const app = await buildApp({ config, database, logger, clock, events, composio: unreachableComposio(logger) });
+  await app.ready();
+  return {
+    app,
+    database,
+    config,
+    clock,
+    logs,
+    events,
+    async close() {
+      await app.close();
+      if (!options.database) await database.drop();
+    },
+  };
+}
