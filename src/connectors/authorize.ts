@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import type { ComposioGateway, ConnectedAccount } from '../composio/index.js';
+import { ComposioErrorCode } from '../composio/index.js';
+import type { Db } from '../db/database.js';
+import { AppError, badRequest, conflict } from '../errors.js';
+import type { Installation } from '../installations/installations.js';
+import { listAccounts } from './inventory.js';
+import { sameAlias } from './patterns.js';
+import { withSession } from './session.js';
+
+/** At most this many usable accounts per app (Composio's multi-account cap we configure). */
+export const MAX_ACCOUNTS_PER_TOOLKIT = 5;
+
+/** Accounts that work or may still start working; the others can be replaced under their label. */
+const USABLE: ReadonlySet<string> = new Set(['ACTIVE', 'INITIATED', 'INITIALIZING', 'PENDING']);
+
+/** An account counts as working when it is `ACTIVE` or Composio did not say. */
+const isWorking = (account: ConnectedAccount) => account.status === 'ACTIVE' || !account.status;
+const isUsable = (account: ConnectedAccount) => !account.status || USABLE.has(account.status);
+
+export interface AuthorizeResult {
+  url: string;
+  connectedAccountId: string;
+  alias: string;
+  expiresAt: string | null;
+}
+
+/**
+ * A sign-in link for one more account of an app, under the newer label rules:
+ * - a label is needed only beside a working account; while none works an unlabelled retry
+ *   gets a unique `omb-retry-…` label;
+ * - a label held only by accounts that don't work is freed (revoked and deleted) and reused;
+ *   a label a working account holds is a conflict;
+ * - at most five usable accounts, not counting the ones being replaced.
+ */
+export async function authorize(
+  db: Db,
+  composio: ComposioGateway,
+  installation: Pick<Installation, 'id' | 'composioUserId'>,
+  toolkit: string,
+  requestedAlias: string | undefined,
+): Promise<AuthorizeResult> {
+  const accounts = (await listAccounts(composio, installation.composioUserId, [toolkit])).filter(
+    (a) => a.userId === installation.composioUserId && a.toolkit === toolkit,
+  );
+
+  let alias = requestedAlias;
+  let replaced: ConnectedAccount[] = [];
+  if (alias === undefined) {
+    if (accounts.some(isWorking)) {
+      throw badRequest(`${toolkit} already has a working account; give the new one a label such as "work" or "personal"`, 'alias_required');
+    }
+    alias = `omb-retry-${randomBytes(6).toString('hex')}`;
+  } else {
+    const holders = accounts.filter((a) => sameAlias(a.alias, alias!));
+    if (holders.some(isWorking)) {
+      throw conflict(`a working ${toolkit} account already has the label "${alias}"; choose another label`, 'alias_taken');
+    }
+    replaced = holders;
+  }
+
+  const usable = accounts.filter((a) => isUsable(a) && !replaced.includes(a));
+  if (usable.length >= MAX_ACCOUNTS_PER_TOOLKIT) {
+    throw conflict(
+      `${toolkit} already has ${MAX_ACCOUNTS_PER_TOOLKIT} accounts; disconnect one before adding another`,
+      'too_many_accounts',
+    );
+  }
+
+  for (const account of replaced) await composio.deleteConnectedAccount(account.id, { revoke: true });
+
+  const link = await withSession(db, composio, installation, (session) =>
+    composio.createLink(session.sessionId, toolkit, { alias: alias! }),
+  );
+  // The client refuses anything else; a link elsewhere would mean Composio was impersonated.
+  if (!composio.isTrustedHost(link.url)) {
+    throw new AppError(502, ComposioErrorCode.unavailable, 'Composio returned a sign-in link on an unexpected host; try again later.');
+  }
+  return { url: link.url, connectedAccountId: link.connectedAccountId, alias, expiresAt: link.expiresAt };
+}

@@ -1,0 +1,63 @@
+import type { ComposioGateway } from '../composio/index.js';
+import type { Db } from '../db/database.js';
+import type { Installation } from '../installations/installations.js';
+import { listAccounts } from './inventory.js';
+import { isNotFound, withSession } from './session.js';
+
+/**
+ * Revokes and deletes one account — only after proving it belongs to this installation's
+ * Composio user and to this app. Anything else (unknown id, someone else's) removes nothing.
+ */
+export async function disconnectAccount(
+  composio: ComposioGateway,
+  installation: Pick<Installation, 'composioUserId'>,
+  toolkit: string,
+  accountId: string,
+): Promise<{ removed: 0 | 1 }> {
+  const account = await composio.getConnectedAccount(accountId).catch((error: unknown) => {
+    if (isNotFound(error)) return null;
+    throw error;
+  });
+  if (!account || account.userId !== installation.composioUserId || account.toolkit !== toolkit) return { removed: 0 };
+  try {
+    await composio.deleteConnectedAccount(account.id, { revoke: true });
+  } catch (error) {
+    if (isNotFound(error)) return { removed: 0 };
+    throw error;
+  }
+  return { removed: 1 };
+}
+
+/** Disconnects the account the Session has selected for an app (the first version's route). */
+export async function disconnectSelected(
+  db: Db,
+  composio: ComposioGateway,
+  installation: Pick<Installation, 'id' | 'composioUserId'>,
+  toolkit: string,
+): Promise<{ removed: 0 | 1 }> {
+  const page = await withSession(db, composio, installation, (session) =>
+    composio.listSessionToolkits(session.sessionId, { limit: 1, toolkits: [toolkit] }),
+  );
+  const selected = page.items.find((t) => t.slug === toolkit)?.connectedAccount;
+  if (!selected) return { removed: 0 };
+  return disconnectAccount(composio, installation, toolkit, selected.id);
+}
+
+/**
+ * When an installation is removed: revoke and delete every connected account of its user.
+ * Stops at the first failure other than "already gone", so the removal can be retried.
+ */
+export async function revokeAllAccounts(composio: ComposioGateway, composioUserId: string): Promise<number> {
+  const accounts = await listAccounts(composio, composioUserId);
+  let removed = 0;
+  for (const account of accounts) {
+    if (account.userId !== composioUserId) continue;
+    try {
+      await composio.deleteConnectedAccount(account.id, { revoke: true });
+      removed += 1;
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+  return removed;
+}

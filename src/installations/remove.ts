@@ -1,0 +1,25 @@
+import type { Logger } from 'pino';
+import type { ComposioGateway } from '../composio/index.js';
+import { revokeAllAccounts } from '../connectors/disconnect.js';
+import type { Db } from '../db/database.js';
+import { deleteInstallationTriggers } from '../triggers/delete.js';
+import { deleteInstallationRecord, type Installation } from './installations.js';
+
+/**
+ * Removes an installation the way `DELETE /v1/me` promises: its triggers on Composio first (no
+ * more events), then its connected accounts (revoked at the provider), then its row with its
+ * queue. A Composio failure stops before the row goes, so the client can simply try again and
+ * nothing is left connected in the shared project.
+ */
+export async function removeInstallation(
+  db: Db,
+  composio: ComposioGateway,
+  installation: Pick<Installation, 'id' | 'composioUserId'>,
+  logger: Logger,
+): Promise<void> {
+  const log = logger.child({ installationId: installation.id });
+  const { deleted } = await deleteInstallationTriggers(db, composio, installation.id, log);
+  const revoked = await revokeAllAccounts(composio, installation.composioUserId);
+  await deleteInstallationRecord(db, installation.id);
+  log.info({ triggersDeleted: deleted, accountsRevoked: revoked }, 'installation removed with its triggers and accounts');
+}

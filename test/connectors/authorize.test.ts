@@ -1,0 +1,124 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { composioRequests, member, startWorld, type ConnectorsWorld, type Member } from './support.js';
+
+let w: ConnectorsWorld;
+beforeAll(async () => {
+  w = await startWorld();
+});
+afterAll(() => w.close());
+
+const authorize = (m: Member, slug: string, body?: unknown) =>
+  w.t.app.inject({
+    method: 'POST',
+    url: `/v1/connectors/${slug}/authorize`,
+    headers: m.auth,
+    ...(body === undefined ? {} : { payload: body as object }),
+  });
+const accountsOf = (m: Member, toolkit: string) =>
+  w.h.sim.controls.state().accounts.filter((x) => x.user_id === m.userId && x.toolkit.slug === toolkit);
+
+describe('POST /v1/connectors/:slug/authorize', () => {
+  it('answers a trusted link with the account id, label and expiry', async () => {
+    const m = await member(w.t.app);
+    const response = await authorize(m, 'gmail', { alias: 'work' });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body).toEqual({ url: expect.any(String), connectedAccountId: expect.any(String), alias: 'work', expiresAt: expect.any(String) });
+    expect(new URL(body.url).origin).toBe(w.h.sim.origin);
+    expect(accountsOf(m, 'gmail')).toMatchObject([{ id: body.connectedAccountId, alias: 'work', status: 'INITIATED' }]);
+  });
+
+  it('gives an unlabelled retry a unique omb-retry label while no account works', async () => {
+    const m = await member(w.t.app);
+    const first = (await authorize(m, 'slack')).json();
+    const second = (await authorize(m, 'slack')).json();
+    expect(first.alias).toMatch(/^omb-retry-[0-9a-f]{12}$/);
+    expect(second.alias).toMatch(/^omb-retry-[0-9a-f]{12}$/);
+    expect(second.alias).not.toBe(first.alias);
+    expect(accountsOf(m, 'slack')).toHaveLength(2);
+  });
+
+  it('requires a label beside a working account', async () => {
+    const m = await member(w.t.app);
+    w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'work', status: 'ACTIVE' });
+    const response = await authorize(m, 'gmail');
+    expect(response.statusCode).toBe(400);
+    expect(response.json().code).toBe('alias_required');
+    expect(accountsOf(m, 'gmail')).toHaveLength(1);
+  });
+
+  it('refuses a label a working account holds, whatever its case', async () => {
+    const m = await member(w.t.app);
+    w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'work', status: 'ACTIVE' });
+    const response = await authorize(m, 'gmail', { alias: '  WORK ' });
+    expect(response.statusCode).toBe(409);
+    expect(response.json().code).toBe('alias_taken');
+    expect(accountsOf(m, 'gmail')).toHaveLength(1);
+  });
+
+  it.each(['INITIATED', 'FAILED', 'EXPIRED'] as const)('frees a label held only by a %s account, then reuses it', async (status) => {
+    const m = await member(w.t.app);
+    const stale = w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'home', status });
+    const response = await authorize(m, 'gmail', { alias: 'home' });
+    expect(response.statusCode).toBe(200);
+    const accounts = accountsOf(m, 'gmail');
+    expect(accounts.map((x) => x.id)).toEqual([response.json().connectedAccountId]);
+    expect(accounts[0]!.alias).toBe('home');
+    expect(accounts.some((x) => x.id === stale.id)).toBe(false);
+  });
+
+  it('allows five usable accounts and refuses a sixth, without counting the one being replaced', async () => {
+    const m = await member(w.t.app);
+    for (const alias of ['a1', 'a2', 'a3', 'a4']) w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias, status: 'ACTIVE' });
+    w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'a5', status: 'INITIATED' });
+    w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'gone', status: 'EXPIRED' });
+
+    const sixth = await authorize(m, 'gmail', { alias: 'a6' });
+    expect(sixth.statusCode).toBe(409);
+    expect(sixth.json().code).toBe('too_many_accounts');
+
+    // Replacing the abandoned a5 sign-in keeps the count at five.
+    const replace = await authorize(m, 'gmail', { alias: 'a5' });
+    expect(replace.statusCode).toBe(200);
+    expect(accountsOf(m, 'gmail').filter((x) => x.alias === 'a5')).toHaveLength(1);
+  });
+
+  it('explains in one line that an app with no Composio-managed sign-in cannot be connected', async () => {
+    const m = await member(w.t.app);
+    const response = await authorize(m, 'xero', { alias: 'books' });
+    expect(response.statusCode).toBe(422);
+    expect(response.json()).toEqual({
+      code: 'auth_config_required',
+      error: expect.stringMatching(/cannot connect xero.*own Composio project key in Settings → API keys/),
+    });
+    expect(response.json().error).not.toContain('\n');
+  });
+
+  it.each([
+    ['a label too long', 'gmail', { alias: 'x'.repeat(65) }, 'body.alias'],
+    ['an empty label', 'gmail', { alias: '   ' }, 'body.alias'],
+    ['a label with control characters', 'gmail', { alias: 'a\u0000b' }, 'body.alias'],
+    ['a label of the wrong type', 'gmail', { alias: 7 }, 'body.alias'],
+    ['an unknown field', 'gmail', { alias: 'w', scope: 'all' }, 'body'],
+    ['a bad slug', 'Gmail!', { alias: 'w' }, 'params.slug'],
+  ])('refuses %s with 400 and makes nothing', async (_name, slug, body, field) => {
+    const m = await member(w.t.app);
+    const before = w.h.sim.controls.requests().length;
+    const response = await authorize(m, encodeURIComponent(slug), body);
+    expect(response.statusCode).toBe(400);
+    expect(response.json().error.startsWith(field)).toBe(true);
+    expect(composioRequests(w.h, before)).toEqual([]);
+  });
+
+  it('refuses malformed JSON with 400', async () => {
+    const m = await member(w.t.app);
+    const response = await w.t.app.inject({
+      method: 'POST',
+      url: '/v1/connectors/gmail/authorize',
+      headers: { ...m.auth, 'content-type': 'application/json' },
+      payload: '{"alias":',
+    });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().code).toBe('invalid_json');
+  });
+});
