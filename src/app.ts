@@ -5,18 +5,38 @@ import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
+import type { ComposioGateway } from './composio/index.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import { eventRoutes } from './events/routes.js';
+import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
+import { webhookRoutes } from './events/webhook-routes.js';
+import { connectorRoutes } from './connectors/routes.js';
 import { renderApiReference } from './docs/render.js';
 import { installErrorHandling } from './http/errors.js';
-import { deleteInstallationRecord, type Installation } from './installations/installations.js';
+import { acceptEmptyJsonBodies } from './http/json.js';
+import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { metricsRoutes } from './metrics/routes.js';
+import type { Installation } from './installations/installations.js';
+import { removeInstallation } from './installations/remove.js';
 import { installationRoutes } from './installations/routes.js';
+import { operatorPublicKeys } from './operators/keys.js';
+import { adminRoutes } from './operators/routes.js';
+import { createGrantVerifier } from './plans/grants.js';
+import { planRoutes } from './plans/routes.js';
+import { triggerRoutes } from './triggers/routes.js';
 
 export interface AppDeps {
   config: Config;
   database: Database;
   logger: Logger;
   clock: Clock;
+  /** The one door to Composio (the real project, or the simulator in sandbox mode). */
+  composio: ComposioGateway;
+  /** Prometheus figures; made here when not given. */
+  metrics?: Metrics;
+  /** App events' per-process machinery (long-poll waiters, LISTEN, notifier, webhook outcome counts); made here when not given. */
+  events?: EventsRuntime;
 }
 
 const OPENAPI_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../openapi.yaml');
@@ -34,12 +54,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     connectionTimeout: 0,
     keepAliveTimeout: 72_000,
     requestTimeout: 0,
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
   });
 
   app.decorateRequest('installation', null as unknown as Installation);
+  const metrics = deps.metrics ?? createMetrics({ defaultMetrics: false });
   installErrorHandling(app);
-  logOneLinePerRequest(app);
+  acceptEmptyJsonBodies(app);
+  logOneLinePerRequest(app, metrics);
   await app.register(rateLimit, { global: false });
 
   app.get('/health', async (_request, reply) => {
@@ -56,24 +78,82 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/openapi.yaml', async (_request, reply) => reply.type('application/yaml; charset=utf-8').send(openapi));
   app.get('/docs', async (_request, reply) => reply.type('text/html; charset=utf-8').send(reference));
 
+  // A JWKS holding anything but Ed25519 public keys stops the start here, loudly.
+  const operatorKeys = operatorPublicKeys(config.operators.publicKeys);
+  const verifyGrant = createGrantVerifier(operatorKeys, config.operators.issuer);
+
   await app.register(installationRoutes, {
     database,
     clock: deps.clock,
     quotas: config.quotas,
     registrationMode: config.registrationMode,
     registrationsPerMinute: config.limits.registrationsPerMinute,
-    removeInstallation: (installationId) => deleteInstallationRecord(database.db, installationId),
+    verifyGrant,
+    removeInstallation: (installation) => removeInstallation(database.db, deps.composio, installation, logger),
+  });
+
+  await app.register(connectorRoutes, {
+    database,
+    composio: deps.composio,
+    clock: deps.clock,
+    logger,
+    requestsPerMinute: config.limits.connectorRequestsPerMinute,
+    mcpBodyLimitBytes: config.limits.mcpBodyLimitBytes,
+  });
+  await app.register(triggerRoutes, {
+    database,
+    composio: deps.composio,
+    clock: deps.clock,
+    requestsPerMinute: config.limits.connectorRequestsPerMinute,
+  });
+
+  const events = deps.events ?? createEventsRuntime({ database, logger });
+  const stopCountingWebhooks = events.outcomes.subscribe((outcome) => metrics.webhooks.inc({ outcome }));
+  app.addHook('onClose', async () => stopCountingWebhooks());
+  await app.register(metricsRoutes, {
+    sql: database.sql,
+    metrics,
+    token: config.metrics.token,
+    sources: { longPollsWaiting: () => events.hub.size },
+  });
+  await app.register(eventRoutes, {
+    database,
+    events,
+    pollMaxWaitSeconds: config.events.pollMaxWaitSeconds,
+    onDelivered: (count) => metrics.eventsDelivered.inc(count),
+  });
+  await app.register(webhookRoutes, {
+    database,
+    clock: deps.clock,
+    quotas: config.quotas,
+    events,
+    secrets: config.composio.webhookSecrets,
+    badWebhooksPerMinute: config.limits.badWebhooksPerMinute,
+    onQueued: (type) => metrics.eventsQueued.inc({ type }),
+  });
+  await app.register(planRoutes, { database, clock: deps.clock, verifyGrant });
+  await app.register(adminRoutes, {
+    database,
+    clock: deps.clock,
+    operatorKeys,
+    issuer: config.operators.issuer,
+    registrationMode: config.registrationMode,
   });
 
   return app;
 }
 
 /** One log line per request, written when the answer has gone: no headers, no bodies. */
-function logOneLinePerRequest(app: FastifyInstance): void {
+function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics): void {
   app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url;
+    metrics.httpRequestDuration.observe(
+      { method: request.method, route: route ?? 'unknown', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
     const line = {
       method: request.method,
-      url: request.routeOptions.url ?? request.url.split('?')[0],
+      url: route ?? request.url.split('?')[0],
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
       installationId: request.installation?.id,

@@ -23,6 +23,8 @@ export async function startEmbeddedPostgres(options: {
   logger: Logger;
   database?: string;
   extraFlags?: string[];
+  /** A fixed port (so a restarted server is found where it was); a free one by default. */
+  port?: number;
 }): Promise<EmbeddedDatabase> {
   const databaseDir = path.resolve(options.dataDir, 'postgres');
   const log = options.logger.child({ component: 'embedded-postgres' });
@@ -31,7 +33,7 @@ export async function startEmbeddedPostgres(options: {
   if (process.getuid?.() === 0) await chmod(path.dirname(databaseDir), 0o711);
 
   await stopOrphanedServer(databaseDir, log);
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir,
@@ -114,7 +116,7 @@ function isAlive(pid: number): boolean {
   }
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);

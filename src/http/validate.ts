@@ -6,7 +6,7 @@ import { AppError } from '../errors.js';
  * names the offending field, e.g. `body.alias: must be at most 64 characters`.
  */
 export function parseInput<S extends z.ZodType>(schema: S, value: unknown, where: 'body' | 'query' | 'params'): z.output<S> {
-  const result = schema.safeParse(value ?? (where === 'body' ? {} : value));
+  const result = schema.safeParse(value ?? (where === 'body' ? {} : value), { reportInput: true });
   if (result.success) return result.data;
   const issue = result.error.issues[0];
   const field = [where, ...(issue?.path ?? []).map(String)].join('.');

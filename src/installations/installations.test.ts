@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installations } from '../db/schema.js';
+import { startHarness } from '../../test/composio/harness.js';
 import { buildTestApp, register, type TestApp } from '../../test/support/app.js';
 import { setRegistrationMode } from './registration.js';
 
@@ -176,11 +177,27 @@ describe('GET /v1/me', () => {
 
 describe('DELETE /v1/me', () => {
   it('removes the installation; its token then gets 401', async () => {
+    const h = await startHarness();
+    const withComposio = await buildTestApp({}, { database: t.database, composio: h.gateway });
+    try {
+      const { installationId, auth } = await register(withComposio.app);
+      const response = await withComposio.app.inject({ method: 'DELETE', url: '/v1/me', headers: auth });
+      expect(response.statusCode).toBe(204);
+      expect(await t.database.sql`select 1 from installations where id = ${installationId}`).toHaveLength(0);
+      expect((await withComposio.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(401);
+    } finally {
+      await withComposio.close();
+      await h.close();
+    }
+  });
+
+  it('keeps the installation when Composio cannot be reached, so removal can be tried again', async () => {
     const { installationId, auth } = await register(t.app);
     const response = await t.app.inject({ method: 'DELETE', url: '/v1/me', headers: auth });
-    expect(response.statusCode).toBe(204);
-    expect(await t.database.sql`select 1 from installations where id = ${installationId}`).toHaveLength(0);
-    expect((await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(401);
+    expect(response.statusCode).toBe(502);
+    expect(response.json().code).toBe('upstream_unavailable');
+    expect(await t.database.sql`select 1 from installations where id = ${installationId}`).toHaveLength(1);
+    expect((await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(200);
   });
 
   it('cannot remove anything without a valid token', async () => {

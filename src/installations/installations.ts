@@ -3,6 +3,8 @@ import { and, eq, gt, isNull, sql as drizzleSql } from 'drizzle-orm';
 import type { Db, Sql } from '../db/database.js';
 import { dailyUsage, grants, installations, revokedGrants } from '../db/schema.js';
 import { nextUtcMidnight, utcDay } from '../clock.js';
+import type { VerifiedGrant } from '../plans/grants.js';
+import { holdGrant } from '../plans/holding.js';
 import { composioUserIdFor, hashToken, newToken, TOKEN_PATTERN } from './tokens.js';
 
 /** What an authenticated request knows about its installation. */
@@ -21,14 +23,22 @@ export interface Quotas {
   readonly paid: number;
 }
 
-export async function registerInstallation(db: Db): Promise<{ installationId: string; token: string }> {
+export async function registerInstallation(
+  db: Db,
+  withGrant?: { grant: VerifiedGrant; now: Date },
+): Promise<{ installationId: string; token: string }> {
   const installationId = randomUUID();
   const token = newToken();
-  await db.insert(installations).values({
-    id: installationId,
-    tokenHash: hashToken(token),
-    composioUserId: composioUserIdFor(installationId),
-  });
+  const row = { id: installationId, tokenHash: hashToken(token), composioUserId: composioUserIdFor(installationId) };
+  if (!withGrant) {
+    await db.insert(installations).values(row);
+  } else {
+    // One transaction: a grant found revoked while being bound leaves no installation behind.
+    await db.transaction(async (tx) => {
+      await tx.insert(installations).values(row);
+      await holdGrant(tx, withGrant.grant, installationId, withGrant.now);
+    });
+  }
   return { installationId, token };
 }
 

@@ -5,7 +5,8 @@ import type { Database } from '../db/database.js';
 import { tooManyRequests, unavailable } from '../errors.js';
 import { requireInstallation } from '../http/authenticate.js';
 import { parseInput } from '../http/validate.js';
-import { describeInstallation, registerInstallation, type Quotas } from './installations.js';
+import type { GrantVerifier } from '../plans/grants.js';
+import { describeInstallation, registerInstallation, type Installation, type Quotas } from './installations.js';
 import { registrationMode, type RegistrationMode } from './registration.js';
 
 export interface InstallationRoutesDeps {
@@ -14,8 +15,10 @@ export interface InstallationRoutesDeps {
   quotas: Quotas;
   registrationMode: RegistrationMode;
   registrationsPerMinute: number;
+  /** Checks a grant presented at registration (signature, claims, expiry) before anything is written. */
+  verifyGrant: GrantVerifier;
   /** Called with the installation being removed, before its row goes (Composio clean-up). */
-  removeInstallation: (installationId: string) => Promise<void>;
+  removeInstallation: (installation: Installation) => Promise<void>;
 }
 
 const RegisterBody = z.object({ grant: z.string().min(1).max(8192).optional() });
@@ -37,12 +40,14 @@ export async function installationRoutes(app: FastifyInstance, deps: Installatio
       },
     },
     async (request, reply) => {
-      parseInput(RegisterBody, request.body, 'body');
+      const body = parseInput(RegisterBody, request.body, 'body');
       if ((await registrationMode(db, deps.registrationMode)) === 'closed') {
         throw unavailable('registration is temporarily closed', 'registration_closed');
       }
-      const registered = await registerInstallation(db);
-      request.log.info({ installationId: registered.installationId }, 'installation registered');
+      const now = deps.clock.now();
+      const grant = body.grant === undefined ? undefined : await deps.verifyGrant(body.grant, now);
+      const registered = await registerInstallation(db, grant && { grant, now });
+      request.log.info({ installationId: registered.installationId, grantId: grant?.jti }, 'installation registered');
       return reply.code(201).header('cache-control', 'no-store').send(registered);
     },
   );
@@ -52,7 +57,7 @@ export async function installationRoutes(app: FastifyInstance, deps: Installatio
   );
 
   app.delete('/v1/me', { preHandler: guard }, async (request, reply) => {
-    await deps.removeInstallation(request.installation.id);
+    await deps.removeInstallation(request.installation);
     request.log.info({ installationId: request.installation.id }, 'installation removed');
     return reply.code(204).send();
   });

@@ -3,7 +3,9 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import type { Clock } from '../../src/clock.js';
 import { loadConfig, type Config, type Env } from '../../src/config.js';
+import { createComposioGateway, type ComposioGateway } from '../../src/composio/index.js';
 import { createLogger } from '../../src/logger.js';
+import type { Metrics } from '../../src/metrics/metrics.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 /** A clock a test moves by hand. */
@@ -41,12 +43,33 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function buildTestApp(env: Env = {}, options: { database?: TestDatabase } = {}): Promise<TestApp> {
+export interface TestAppOptions {
+  /** Shared with other apps of the test file (it is then not dropped on close). */
+  database?: TestDatabase;
+  /** The Composio gateway, usually pointed at a simulator; by default one nothing answers. */
+  composio?: ComposioGateway;
+  metrics?: Metrics;
+}
+
+/** A gateway for apps whose tests never reach Composio: every call fails as unreachable. */
+export function unreachableComposio(logger = createLogger('silent')): ComposioGateway {
+  return createComposioGateway({ apiKey: 'ak_unreachable', baseUrl: 'http://127.0.0.1:9', callsPerMinute: 600, timeoutMs: 2000, logger });
+}
+
+export async function buildTestApp(env: Env = {}, options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await createTestDatabase());
   const config = loadConfig({ LOG_LEVEL: 'info', ...env });
   const logs = new LogCapture();
   const clock = new TestClock();
-  const app = await buildApp({ config, database, logger: createLogger(config.logLevel, logs), clock });
+  const logger = createLogger(config.logLevel, logs);
+  const app = await buildApp({
+    config,
+    database,
+    logger,
+    clock,
+    composio: options.composio ?? unreachableComposio(logger),
+    ...(options.metrics ? { metrics: options.metrics } : {}),
+  });
   await app.ready();
   return {
     app,

@@ -1,0 +1,74 @@
+import { timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Sql } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { bearerToken } from '../http/authenticate.js';
+import type { Metrics } from './metrics.js';
+
+export interface MetricsSources {
+  /** Long-polls this process holds now. */
+  longPollsWaiting: () => number;
+}
+
+/** Gauges read when scraped: queue depth and the oldest unacknowledged event, from Postgres. */
+export async function refreshQueueGauges(sql: Sql, metrics: Metrics): Promise<void> {
+  // Only installations with a backlog are visited, each through its (installation, position) index.
+  const [row] = await sql<{ depth: string | null; oldest: string | null }[]>`
+    select sum(backlog.depth)::bigint as depth, min(backlog.oldest) as oldest
+    from installations i
+    cross join lateral (
+      select count(*) as depth, min(e.received_at) as oldest
+      from events e
+      where e.installation_id = i.id and e.position > i.acked_event_position
+    ) backlog
+    where i.last_event_position > i.acked_event_position`;
+  metrics.queueDepth.set(Number(row?.depth ?? 0));
+  metrics.oldestUnacknowledgedAge.set(row?.oldest ? Math.max(0, (Date.now() - new Date(row.oldest).getTime()) / 1000) : 0);
+}
+
+async function scrape(sql: Sql, metrics: Metrics, sources: MetricsSources): Promise<string> {
+  metrics.longPollsWaiting.set(sources.longPollsWaiting());
+  await refreshQueueGauges(sql, metrics);
+  return metrics.registry.metrics();
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * `/metrics` on the public app, for scrapers holding `METRICS_TOKEN`. Without a token it is
+ * refused: the figures are then only on the separate metrics address, when one is configured.
+ */
+export async function metricsRoutes(
+  app: FastifyInstance,
+  deps: { sql: Sql; metrics: Metrics; token: string | undefined; sources: MetricsSources },
+): Promise<void> {
+  app.get('/metrics', async (request, reply) => {
+    const token = bearerToken(request);
+    if (!deps.token) throw new AppError(403, 'metrics_disabled', 'metrics are not served here; set METRICS_TOKEN or METRICS_HOST/METRICS_PORT');
+    if (!token || !sameSecret(token, deps.token)) throw new AppError(401, 'unauthorized', 'missing or invalid metrics token');
+    return reply
+      .header('cache-control', 'no-store')
+      .type(deps.metrics.registry.contentType)
+      .send(await scrape(deps.sql, deps.metrics, deps.sources));
+  });
+}
+
+/** A bare server for `/metrics` alone, on its own (private) address. */
+export async function startMetricsServer(options: {
+  host: string;
+  port: number;
+  sql: Sql;
+  metrics: Metrics;
+  sources: MetricsSources;
+}): Promise<FastifyInstance> {
+  const server = Fastify({ logger: false });
+  server.get('/metrics', async (_request, reply) =>
+    reply.type(options.metrics.registry.contentType).send(await scrape(options.sql, options.metrics, options.sources)),
+  );
+  await server.listen({ host: options.host, port: options.port });
+  return server;
+}
