@@ -22,7 +22,7 @@ const httpUrl = z
 const EnvSchema = z.object({
   PORT: int(0, 65535).default(8787),
   HOST: z.string().min(1).default('127.0.0.1'),
-  PUBLIC_URL: httpUrl.optional(),
+  PUBLIC_URL: optionalString.pipe(httpUrl.optional()),
   DATABASE_URL: optionalString.pipe(
     z
       .string()

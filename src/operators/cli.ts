@@ -3,19 +3,28 @@ import { CommandFailed, UsageError, type CliIo, type Command } from './cli/comma
 import { importInstallationsCommand } from './cli/import.js';
 import { keysGenerate } from './cli/keys.js';
 import { migrate } from './cli/migrate.js';
+import { webhookRotateSecret, webhookSubscribe } from './cli/webhook.js';
 
 /**
  * The operators' command line: `npm run cli -- <command> [options]`. Exit codes: 0 done,
  * 1 the command failed (one line on stderr says why), 2 it was called wrongly.
  */
-const COMMANDS: readonly Command[] = [keysGenerate, grantIssue, adminToken, migrate, importInstallationsCommand];
+const COMMANDS: readonly Command[] = [
+  keysGenerate,
+  grantIssue,
+  adminToken,
+  migrate,
+  importInstallationsCommand,
+  webhookSubscribe,
+  webhookRotateSecret,
+];
 
 const HELP = `omb-broker operator CLI
 
 Usage: npm run cli -- <command> [options]
 
 Commands:
-${COMMANDS.map((c) => `  ${c.name.padEnd(15)} ${c.summary}`).join('\n')}
+${COMMANDS.map((c) => `  ${c.name.padEnd(22)} ${c.summary}`).join('\n')}
 
 Run \`npm run cli -- <command> --help\` for a command's options. Configuration (DATABASE_URL,
 DATA_DIR, OPERATOR_ISSUER, …) comes from the environment, as for the broker.

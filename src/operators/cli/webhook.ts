@@ -1,0 +1,69 @@
+import { createComposioGateway, type ComposioGateway } from '../../composio/index.js';
+import type { Config } from '../../config.js';
+import { CommandFailed, cliConfig, parseOptions, type CliIo, type Command } from './command.js';
+import { cliLogger } from './database.js';
+
+/** The project's webhook subscription lives on Composio; these commands need the real key. */
+function gatewayFor(config: Config): { composio: ComposioGateway; webhookUrl: string } {
+  if (!config.composio.apiKey) throw new CommandFailed('COMPOSIO_API_KEY is not set: the sandbox simulator subscribes by itself');
+  if (!config.publicUrl) throw new CommandFailed('PUBLIC_URL is not set: it says where Composio reaches the brokers');
+  const composio = createComposioGateway({
+    apiKey: config.composio.apiKey,
+    baseUrl: config.composio.baseUrl,
+    callsPerMinute: config.composio.callsPerMinute,
+    timeoutMs: config.composio.timeoutMs,
+    logger: cliLogger(config),
+  });
+  return { composio, webhookUrl: `${config.publicUrl}/v1/webhooks/composio` };
+}
+
+function printSecret(io: CliIo, secret: string, note: string): void {
+  io.out(`${secret}\n`);
+  io.err(note);
+}
+
+export const webhookSubscribe: Command = {
+  name: 'webhook subscribe',
+  summary: "point the Composio project's webhooks at PUBLIC_URL/v1/webhooks/composio",
+  usage: `Usage: npm run cli -- webhook subscribe
+
+Creates or updates the project's one webhook subscription (V3; trigger messages and expired
+accounts) to deliver to PUBLIC_URL/v1/webhooks/composio. When Composio answers with the signing
+secret it is printed on stdout: put it in COMPOSIO_WEBHOOK_SECRET on every broker.
+Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
+
+  async run(args, io) {
+    parseOptions(args, {});
+    const { composio, webhookUrl } = gatewayFor(cliConfig());
+    const subscription = await composio.setWebhookSubscription(webhookUrl);
+    if (subscription.secret) {
+      printSecret(io, subscription.secret, `subscription ${subscription.id} delivers to ${webhookUrl}; its signing secret is above\n`);
+    } else {
+      io.err(`subscription ${subscription.id} delivers to ${webhookUrl}; Composio did not show its secret (use "webhook rotate-secret")\n`);
+    }
+    return 0;
+  },
+};
+
+export const webhookRotateSecret: Command = {
+  name: 'webhook rotate-secret',
+  summary: "give the project's webhook subscription a new signing secret",
+  usage: `Usage: npm run cli -- webhook rotate-secret
+
+Asks Composio for a new signing secret for the project's webhook subscription and prints it on
+stdout. Then set COMPOSIO_WEBHOOK_SECRET="<new>,<old>" on every broker (both are accepted), roll
+them, and later drop the old one. Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
+
+  async run(args, io) {
+    parseOptions(args, {});
+    const { composio, webhookUrl } = gatewayFor(cliConfig());
+    const subscription = await composio.setWebhookSubscription(webhookUrl);
+    const { secret } = await composio.rotateWebhookSecret(subscription.id);
+    printSecret(
+      io,
+      secret,
+      `new signing secret for subscription ${subscription.id} above; configure COMPOSIO_WEBHOOK_SECRET="<new>,<old>" on every broker now\n`,
+    );
+    return 0;
+  },
+};
