@@ -4,8 +4,8 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
-import { tooManyRequests } from '../errors.js';
 import { requireInstallation } from '../http/authenticate.js';
+import { perInstallationLimit } from '../http/installation-limit.js';
 import { parseInput } from '../http/validate.js';
 import { authorize } from './authorize.js';
 import { CatalogCache } from './catalog.js';
@@ -40,18 +40,10 @@ export async function connectorRoutes(app: FastifyInstance, deps: ConnectorRoute
   const { composio } = deps;
   const catalog = new CatalogCache(composio, deps.clock, deps.logger);
   // Every route here spends the shared Composio budget, so each installation gets a share.
+  // On `onRequest`, before the body is read: without a valid token nothing sent is parsed.
   const routeOptions = {
-    preHandler: [requireInstallation(sql)],
-    config: {
-      rateLimit: {
-        hook: 'preHandler' as const,
-        max: deps.requestsPerMinute,
-        timeWindow: 60_000,
-        keyGenerator: (request: FastifyRequest) => `installation:${request.installation.id}`,
-        errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) =>
-          tooManyRequests('too many connected-app requests; wait a minute and try again', context.ttl / 1000),
-      },
-    },
+    onRequest: requireInstallation(sql),
+    config: perInstallationLimit(deps.requestsPerMinute, 'too many connected-app requests; wait a minute and try again'),
   };
 
   app.get('/v1/connectors/connected', routeOptions, async (request) => ({

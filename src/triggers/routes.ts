@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { utcDay, type Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
-import { tooManyRequests } from '../errors.js';
 import { requireInstallation } from '../http/authenticate.js';
+import { perInstallationLimit } from '../http/installation-limit.js';
 import { parseInput } from '../http/validate.js';
 import { createTrigger, type TriggerDeps } from './create.js';
 import { deleteTrigger } from './delete.js';
@@ -37,16 +37,7 @@ export async function triggerRoutes(app: FastifyInstance, deps: TriggerRoutesDep
   // Each of these spends the shared Composio budget, so each installation gets a share of it.
   const composioShare = {
     ...authenticated,
-    config: {
-      rateLimit: {
-        hook: 'preHandler' as const,
-        max: deps.requestsPerMinute,
-        timeWindow: 60_000,
-        keyGenerator: (request: FastifyRequest) => `installation:${request.installation.id}`,
-        errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) =>
-          tooManyRequests('too many trigger changes; wait a minute and try again', context.ttl / 1000),
-      },
-    },
+    config: perInstallationLimit(deps.requestsPerMinute, 'too many trigger changes; wait a minute and try again'),
   };
 
   /** The `:id` of the path, or a 404 for anything that cannot be a trigger id. */

@@ -98,6 +98,15 @@ describe('POST /v1/mcp', () => {
     expect(composioRequests(w.h, before).filter((c) => c.includes('/tool_router/'))).toEqual([]);
   });
 
+  it('refuses a stranger before reading a huge body', async () => {
+    const response = await fetch(`${origin}/v1/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${'e'.repeat(64)}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ pad: 'x'.repeat(3 * 1024 * 1024) }),
+    });
+    expect(response.status).toBe(401);
+  });
+
   it('answers 502 with a readable error when the MCP endpoint is down', async () => {
     const session = await mcpSession(a);
     w.h.sim.controls.injectFault({ reset: true, path: '/tool_router/', times: 1 });

@@ -1,12 +1,11 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { buildApp } from '../../src/app.js';
 import { signWebhook } from '../../src/composio/webhook-signature.js';
-import { loadConfig, type Env } from '../../src/config.js';
+import type { Env } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { createLogger } from '../../src/logger.js';
-import { LogCapture, TestClock, unreachableComposio, type TestApp } from '../support/app.js';
+import { buildTestApp, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /** The secret test brokers are configured with (`COMPOSIO_WEBHOOK_SECRET`). */
@@ -126,22 +125,13 @@ export interface EventsTestApp extends TestApp {
  */
 export async function buildEventsApp(env: Env = {}, options: { database?: TestDatabase } = {}): Promise<EventsTestApp> {
   const database = options.database ?? (await createTestDatabase());
-  const config = loadConfig({ LOG_LEVEL: 'info', ...BROKER_ENV, ...env });
-  const logs = new LogCapture();
-  const clock = new TestClock();
-  const logger = createLogger(config.logLevel, logs);
-  const events = createEventsRuntime({ database, logger });
-  const app = await buildApp({ config, database, logger, clock, events, composio: unreachableComposio(logger) });
-  await app.ready();
+  const events = createEventsRuntime({ database, logger: createLogger('silent') });
+  const t = await buildTestApp({ ...BROKER_ENV, ...env }, { database, events });
   return {
-    app,
-    database,
-    config,
-    clock,
-    logs,
+    ...t,
     events,
     async close() {
-      await app.close();
+      await t.app.close();
       if (!options.database) await database.drop();
     },
   };

@@ -5,6 +5,7 @@ import type { Clock } from '../../src/clock.js';
 import { loadConfig, type Config, type Env } from '../../src/config.js';
 import { createComposioGateway, type ComposioGateway } from '../../src/composio/index.js';
 import { createLogger } from '../../src/logger.js';
+import type { EventsRuntime } from '../../src/events/runtime.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
@@ -49,6 +50,8 @@ export interface TestAppOptions {
   /** The Composio gateway, usually pointed at a simulator; by default one nothing answers. */
   composio?: ComposioGateway;
   metrics?: Metrics;
+  /** The app's events runtime, for tests that look into the waiting room. */
+  events?: EventsRuntime;
 }
 
 /** A gateway for apps whose tests never reach Composio: every call fails as unreachable. */
@@ -69,6 +72,7 @@ export async function buildTestApp(env: Env = {}, options: TestAppOptions = {}):
     clock,
     composio: options.composio ?? unreachableComposio(logger),
     ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.events ? { events: options.events } : {}),
   });
   await app.ready();
   return {
