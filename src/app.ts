@@ -51,9 +51,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: config.trustProxy,
     requestIdHeader: false,
     return503OnClosing: true,
+    // Answers may take long (25 s polls, minutes-long MCP streams), but a request itself must
+    // arrive within 30 s: a client trickling bytes cannot hold a socket forever.
     connectionTimeout: 0,
+    requestTimeout: 30_000,
+    // Longer than the balancers' idle timeout, so they close idle connections first.
     keepAliveTimeout: 72_000,
-    requestTimeout: 0,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
   });
 
