@@ -19,6 +19,13 @@ export interface Database {
 
 export const MIGRATIONS_FOLDER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 
+/**
+ * Seconds before the n-th reconnect attempt. postgres.js counts failed attempts across the whole
+ * pool and by default waits up to 20 s, so after an outage under load the broker would stay
+ * away from a Postgres that is long back; capped at 2 s it returns within a couple of seconds.
+ */
+export const reconnectBackoff = (attempts: number): number => Math.min(0.05 * 2 ** attempts, 2);
+
 /** Any fixed number: the lock that lets one process at a time apply migrations. */
 const MIGRATION_LOCK = 7_262_011_001;
 
@@ -28,6 +35,7 @@ export function openDatabase(options: { url: string; poolSize: number; logger: L
     max: options.poolSize,
     idle_timeout: 60,
     connect_timeout: 10,
+    backoff: reconnectBackoff,
     onnotice: () => {},
     connection: { application_name: 'omb-broker' },
   });

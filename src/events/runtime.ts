@@ -1,6 +1,6 @@
 import postgres from 'postgres';
 import type { Logger } from 'pino';
-import type { Database } from '../db/database.js';
+import { reconnectBackoff, type Database } from '../db/database.js';
 import { EventHub } from './hub.js';
 import { IngestBatcher } from './ingest-batcher.js';
 import { EventListener } from './listener.js';
@@ -32,7 +32,13 @@ export function createEventsRuntime(options: { database: Pick<Database, 'sql' | 
   const hub = new EventHub();
   const notifier = new EventNotifier(sql, hub, log);
   const listenClient = () =>
-    postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10, connection: { application_name: 'omb-broker-listen' } });
+    postgres(url, {
+      max: 1,
+      onnotice: () => {},
+      connect_timeout: 10,
+      backoff: reconnectBackoff,
+      connection: { application_name: 'omb-broker-listen' },
+    });
   const listener = new EventListener(sql, listenClient, hub, log);
   let started: Promise<void> | undefined;
   return {

@@ -19,6 +19,26 @@ const FRAMEWORK_ERRORS: Record<string, { status: number; code: string; error: st
   FST_ERR_CTP_INVALID_TYPE: { status: 400, code: 'invalid_request', error: 'content-type header is invalid' },
 };
 
+/** Errors that mean Postgres is unreachable right now (restarting, refusing, connection lost). */
+const DATABASE_UNAVAILABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+]);
+
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (DATABASE_UNAVAILABLE.has(code) || code.startsWith('08'));
+}
+
 /** The one place where errors become HTTP answers. */
 export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((_request, reply) => {
@@ -49,6 +69,14 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
       void reply.code(error.statusCode).send({ error: error.message, code: 'invalid_request' });
+      return;
+    }
+    if (isDatabaseUnavailable(error)) {
+      request.log.warn({ code: error.code }, 'database unavailable');
+      void reply
+        .code(503)
+        .header('retry-after', '2')
+        .send({ error: 'the broker cannot reach its database right now; try again shortly', code: 'database_unavailable' });
       return;
     }
     request.log.error({ err: error }, 'unexpected error');
