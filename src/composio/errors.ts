@@ -110,8 +110,11 @@ export function toAppError(error: unknown, context: ErrorContext): AppError {
 export function retryAfterMs(error: unknown): number | undefined {
   const api = findApiError(error);
   if (api?.status !== 429) return undefined;
-  const headers = api.headers;
-  if (!headers) return DEFAULT_RATE_LIMIT_PAUSE_MS;
+  return api.headers ? retryAfterFromHeaders(api.headers) : DEFAULT_RATE_LIMIT_PAUSE_MS;
+}
+
+/** The pause a 429's headers ask for; Composio's default when they say nothing usable. */
+export function retryAfterFromHeaders(headers: Headers): number {
   const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
   if (Number.isFinite(ms) && ms >= 0) return ms;
   const value = headers.get('retry-after');

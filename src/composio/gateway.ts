@@ -3,9 +3,9 @@ import {
   ComposioConnectedAccountRevocationNotSupportedError,
 } from '@composio/core';
 import type { Logger } from 'pino';
-import type { AppError } from '../errors.js';
+import { AppError } from '../errors.js';
 import { CallBudget } from './call-budget.js';
-import { ComposioErrorCode, isConnectionFailure, retryAfterMs, toAppError } from './errors.js';
+import { ComposioErrorCode, isConnectionFailure, retryAfterFromHeaders, retryAfterMs, toAppError } from './errors.js';
 import {
   toConnectedAccount,
   toConnectLink,
@@ -266,7 +266,37 @@ export function createComposioGateway(options: ComposioGatewayOptions): Composio
         client.get<unknown>('/api/v3/toolkits', { query: { limit: 500, sort_by: 'usage' }, signal }),
       ),
 
-    mcpHeaders: () => ({ 'x-api-key': options.apiKey }),
+    async fetchMcp(url, init) {
+      const started = performance.now();
+      if (!isTrustedHost(url)) {
+        report('mcp', ComposioErrorCode.unavailable, started);
+        throw new AppError(502, ComposioErrorCode.unavailable, 'the Session’s MCP endpoint is not on a trusted Composio host');
+      }
+      try {
+        await budget.acquire(1);
+      } catch (error) {
+        const mapped = toAppError(error, { timeoutMs: options.timeoutMs });
+        report('mcp', mapped.code, started);
+        throw mapped;
+      }
+      let response: Response;
+      try {
+        response = await fetch(url, {
+          method: init.method,
+          headers: { ...init.headers, 'x-api-key': options.apiKey },
+          ...(init.body ? { body: init.body } : {}),
+          redirect: 'error',
+          signal: init.signal,
+        });
+      } catch (error) {
+        if (init.signal.aborted) throw error;
+        report('mcp', ComposioErrorCode.unavailable, started);
+        throw new AppError(502, ComposioErrorCode.unavailable, 'Composio’s MCP endpoint could not be reached; try again shortly.');
+      }
+      if (response.status === 429) budget.pause(retryAfterFromHeaders(response.headers));
+      report('mcp', response.ok ? 'ok' : `http_${response.status}`, started);
+      return response;
+    },
     isTrustedHost,
   };
 }

@@ -4,7 +4,7 @@
  */
 export { createComposioGateway, type ComposioGatewayOptions } from './gateway.js';
 export type * from './types.js';
-export { ComposioErrorCode, authConfigRequiredMessage, isSignedOutText, reconnectMessage } from './errors.js';
+export { ComposioErrorCode, authConfigRequiredMessage, isSignedOutText, reconnectMessage, retryAfterFromHeaders } from './errors.js';
 export { signWebhook, verifyWebhookSignature, type SignatureFailure, type VerifyWebhookInput } from './webhook-signature.js';
 export { parseWebhookEvent, type WebhookEvent } from './webhook-events.js';
 export { createHostTrust } from './trust.js';

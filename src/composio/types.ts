@@ -156,8 +156,12 @@ export interface ComposioGateway {
   /** Composio's toolkit catalog page, as Composio sends it. */
   getCatalog(): Promise<unknown>;
 
-  /** Headers to add when proxying to a Session's MCP URL. */
-  mcpHeaders(): Record<string, string>;
+  /**
+   * Sends one request to a Session's MCP endpoint with the project key, within the call budget
+   * (a 429 pauses it like any other). No deadline of its own: tool calls may run for minutes,
+   * so the caller's signal decides. Answers the upstream response as it is, whatever its status.
+   */
+  fetchMcp(url: string, init: { method: string; headers: Record<string, string>; body?: Uint8Array; signal: AbortSignal }): Promise<Response>;
   /** Whether a URL (MCP endpoint, consent link) may be handed to or fetched for a client. */
   isTrustedHost(url: string): boolean;
 }

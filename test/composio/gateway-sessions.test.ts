@@ -95,9 +95,42 @@ describe('connect links', () => {
 });
 
 describe('MCP and trust', () => {
-  it('gives the project key as the MCP header', async () => {
+  const initialize = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+  });
+  const mcpInit = (signal = AbortSignal.timeout(5000)) => ({
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json' },
+    body: new TextEncoder().encode(initialize),
+    signal,
+  });
+
+  it('sends MCP requests with the project key added, and refuses an untrusted endpoint', async () => {
     h = await startHarness();
-    expect(h.gateway.mcpHeaders()).toEqual({ 'x-api-key': 'sim_test_key' });
+    const session = await h.gateway.createSession('user_mcp');
+    const response = await h.gateway.fetchMcp(session.mcpUrl, mcpInit());
+    expect(response.status).toBe(200);
+    expect(response.headers.get('mcp-session-id')).toBeTruthy();
+    await response.body?.cancel();
+    await expect(h.gateway.fetchMcp('https://evil.example/tool_router/x/mcp', mcpInit())).rejects.toMatchObject({
+      status: 502,
+      code: 'upstream_unavailable',
+    });
+  });
+
+  it('lets a 429 from the MCP endpoint pause every call for its retry-after', async () => {
+    h = await startHarness();
+    const session = await h.gateway.createSession('user_mcp_429');
+    h.sim.controls.injectFault({ status: 429, retryAfter: 1, path: '/tool_router/', times: 1 });
+    const limited = await h.gateway.fetchMcp(session.mcpUrl, mcpInit());
+    expect(limited.status).toBe(429);
+    await limited.body?.cancel();
+    const started = performance.now();
+    await h.gateway.getSession(session.sessionId);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(900);
   });
 
   it('trusts composio.dev over https and exactly the configured origin', async () => {
