@@ -15,62 +15,59 @@ export interface RetentionRun {
 
 /**
  * Removes events received before `horizon`, acknowledged or not, in batches of `batchSize` taken
- * from the `received_at` index. Each batch is its own short statement, so the cost does not grow
- * with the table and ingest (which never touches old rows) is not held up. How far each
+ * from the `received_at` index. Each batch is its own short transaction, so the cost does not
+ * grow with the table and ingest (which never touches old rows) is not held up. How far each
  * installation's queue was removed is recorded in `event_expiry`, so a poll from an older cursor
- * can say `gap: true`. Only one process runs at a time (a session advisory lock, released even
- * if the process dies, because its connection does).
+ * can say `gap: true`.
+ *
+ * One process at a time: every batch takes a transaction-level advisory lock, which Postgres
+ * releases with the statement's transaction, whatever happens to the connection. A run that
+ * finds the lock taken stops; one that never got it did nothing (`ran: false`).
  */
 export async function removeExpiredEvents(sql: Sql, options: { horizon: Date; batchSize?: number }): Promise<RetentionRun> {
   const batchSize = options.batchSize ?? 5000;
   const horizon = options.horizon.toISOString();
-  const connection = await sql.reserve();
-  try {
-    const [lock] = await connection<{ locked: boolean }[]>`select pg_try_advisory_lock(${RETENTION_LOCK}) as locked`;
-    if (!lock?.locked) return { ran: false, removed: 0 };
-    try {
-      let removed = 0;
-      for (;;) {
-        const [batch] = await connection<{ removed: number }[]>`
-          with removed as (
-            delete from events
-             where ctid = any(array(
-               select ctid from events where received_at < ${horizon}::timestamptz order by received_at limit ${batchSize}
-             ))
-            returning installation_id, position
-          ), expired as (
-            insert into event_expiry (installation_id, expired_through_position)
-            select installation_id, max(position) from removed group by installation_id
-            on conflict (installation_id) do update
-              set expired_through_position = greatest(event_expiry.expired_through_position, excluded.expired_through_position),
-                  updated_at = now()
-          )
-          select count(*)::int as removed from removed`;
-        const count = batch?.removed ?? 0;
-        removed += count;
-        if (count < batchSize) break;
-      }
-      await removeOldDailyCounts(connection, horizon.slice(0, 10), batchSize);
-      return { ran: true, removed };
-    } finally {
-      await connection`select pg_advisory_unlock(${RETENTION_LOCK})`;
-    }
-  } finally {
-    connection.release();
+  let removed = 0;
+  for (let batch = 0; ; batch += 1) {
+    // One statement is one transaction: the lock is taken, the batch removed and the lock
+    // released together, with no transaction left open between round trips.
+    const [row] = await sql<{ locked: boolean; removed: number }[]>`
+      with lock as (
+        select pg_try_advisory_xact_lock(${RETENTION_LOCK}) as locked
+      ), removed as (
+        delete from events
+         where (select locked from lock)
+           and ctid = any(array(
+             select ctid from events where received_at < ${horizon}::timestamptz order by received_at limit ${batchSize}
+           ))
+        returning installation_id, position
+      ), expired as (
+        insert into event_expiry (installation_id, expired_through_position)
+        select installation_id, max(position) from removed group by installation_id
+        on conflict (installation_id) do update
+          set expired_through_position = greatest(event_expiry.expired_through_position, excluded.expired_through_position),
+              updated_at = now()
+      )
+      select (select locked from lock) as locked, (select count(*)::int from removed) as removed`;
+    if (!row?.locked) return batch === 0 ? { ran: false, removed: 0 } : { ran: true, removed };
+    removed += row.removed;
+    if (row.removed < batchSize) break;
   }
+  await removeOldDailyCounts(sql, horizon.slice(0, 10), batchSize);
+  return { ran: true, removed };
 }
 
 /**
  * Quota counters of days past the horizon answer nothing any more (`today` and `/v1/me` read
  * only the current day); they go in the same bounded batches.
  */
-async function removeOldDailyCounts(connection: Sql, horizonDay: string, batchSize: number): Promise<void> {
+async function removeOldDailyCounts(sql: Sql, horizonDay: string, batchSize: number): Promise<void> {
   for (const table of ['daily_usage', 'trigger_daily_usage'] as const) {
     for (;;) {
-      const [batch] = await connection<{ removed: number }[]>`
+      const [batch] = await sql<{ removed: number }[]>`
         with removed as (
-          delete from ${connection(table)}
-           where ctid = any(array(select ctid from ${connection(table)} where day < ${horizonDay}::date limit ${batchSize}))
+          delete from ${sql(table)}
+           where ctid = any(array(select ctid from ${sql(table)} where day < ${horizonDay}::date limit ${batchSize}))
           returning 1
         )
         select count(*)::int as removed from removed`;

@@ -51,6 +51,8 @@ export async function eventRoutes(app: FastifyInstance, deps: EventRoutesDeps): 
       if (!reply.raw.writableEnded) clientGone.abort();
     };
     reply.raw.once('close', onClose);
+    // A client that hung up while its token was being checked has no `close` left to send.
+    if (request.raw.socket.destroyed) clientGone.abort();
     try {
       const { answer, shuttingDown } = await pollEvents(
         { sql, hub: events.hub },
