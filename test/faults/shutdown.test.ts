@@ -1,0 +1,167 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { startBroker, type BrokerProcess } from '../support/broker-process.js';
+import { metricValue, rawRequest, registerOver, until, type Registered } from '../support/http.js';
+
+/**
+ * SIGTERM to a broker started as `npm start` starts it, without DATABASE_URL (so on its
+ * embedded Postgres), against a Composio simulator in this process: waiting polls are answered
+ * at once, new connections are refused, an in-flight request finishes within SHUTDOWN_GRACE_MS
+ * (and one that would not is cut off at the deadline), the database and the embedded Postgres
+ * are closed, and the process exits 0.
+ */
+
+const METRICS_TOKEN = 'metrics-token-for-shutdown-tests';
+const ACCOUNTS_PATH = '/api/v3.1/connected_accounts';
+
+let sim: Simulator;
+let dataDir: string;
+const cleanups: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  sim = await startSimulator({ apiKey: 'sim_shutdown_key', logger: false });
+  dataDir = await mkdtemp(path.join(tmpdir(), 'omb-shutdown-'));
+});
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  await sim.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+function start(env: Record<string, string>): Promise<BrokerProcess> {
+  return startBroker({
+    DATA_DIR: dataDir,
+    COMPOSIO_API_KEY: sim.apiKey,
+    COMPOSIO_BASE_URL: sim.origin,
+    COMPOSIO_WEBHOOK_SECRET: 'whsec_shutdown_tests',
+    METRICS_TOKEN,
+    ...env,
+  }).then((broker) => {
+    cleanups.push(() => broker.stop('SIGKILL'));
+    return broker;
+  });
+}
+
+async function pollsWaiting(url: string): Promise<number> {
+  const response = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+  return metricValue(await response.text(), 'omb_long_polls_waiting') ?? -1;
+}
+
+/** Resolves with when (performance.now()) and how the broker process exited. */
+function exitOf(broker: BrokerProcess): Promise<{ code: number | null; at: number }> {
+  return new Promise((resolve) => {
+    if (broker.child.exitCode !== null) resolve({ code: broker.child.exitCode, at: performance.now() });
+    else broker.child.once('exit', (code) => resolve({ code, at: performance.now() }));
+  });
+}
+
+/** A request and when its answer (or failure) arrived. */
+async function timed<T>(work: Promise<T>): Promise<{ value?: T; error?: unknown; at: number }> {
+  try {
+    const value = await work;
+    return { value, at: performance.now() };
+  } catch (error) {
+    return { error, at: performance.now() };
+  }
+}
+
+async function slowRequestArrived(since: number): Promise<boolean> {
+  return sim.controls
+    .requests()
+    .slice(since)
+    .some((r) => r.method === 'GET' && r.path === ACCOUNTS_PATH);
+}
+
+const postmasterPid = () => path.join(dataDir, 'postgres', 'postmaster.pid');
+
+describe('SIGTERM', () => {
+  it('answers waiting polls at once, finishes the in-flight request, closes Postgres and exits 0', async () => {
+    const broker = await start({ SHUTDOWN_GRACE_MS: '8000' });
+    const exited = exitOf(broker);
+    const [first, second] = await Promise.all([registerOver(broker.url), registerOver(broker.url)]);
+    const poll = (who: Registered) =>
+      timed(
+        fetch(`${broker.url}/v1/events?wait=25`, { headers: who.auth }).then(async (r) => ({
+          status: r.status,
+          connection: r.headers.get('connection'),
+          body: (await r.json()) as { events: unknown[]; cursor: string },
+        })),
+      );
+    const polls = [poll(first), poll(first), poll(second)];
+    await until(async () => (await pollsWaiting(broker.url)) === 3, 10_000, 'three polls waiting');
+
+    // Composio answers the inventory's account listing after 1.5 s: well inside the grace period.
+    const since = sim.controls.requests().length;
+    sim.controls.injectFault({ delayMs: 1500, path: ACCOUNTS_PATH, method: 'GET', times: 1 });
+    const slowStarted = performance.now();
+    const slow = timed(
+      fetch(`${broker.url}/v1/connectors/connected`, { headers: first.auth }).then(async (r) => ({ status: r.status, body: await r.json() })),
+    );
+    await until(() => slowRequestArrived(since), 10_000, 'the slow Composio call under way');
+
+    const signalledAt = performance.now();
+    broker.child.kill('SIGTERM');
+
+    const answered = await Promise.all(polls);
+    for (const answer of answered) {
+      expect(answer.error).toBeUndefined();
+      expect(answer.value!.status).toBe(200);
+      expect(answer.value!.body).toEqual({ events: [], cursor: expect.any(String) });
+      // Told to reconnect elsewhere: this connection is not kept.
+      expect(answer.value!.connection).toBe('close');
+      expect(answer.at - signalledAt).toBeLessThan(1000);
+    }
+
+    // No longer accepting: a new connection is refused (or, if it slips in, answered 503).
+    const late = await timed(rawRequest(`${broker.url}/health`));
+    if (late.value) expect(late.value.status).toBe(503);
+    else expect(String((late.error as NodeJS.ErrnoException).code)).toBe('ECONNREFUSED');
+
+    const finished = await slow;
+    expect(finished.error).toBeUndefined();
+    expect(finished.value).toMatchObject({ status: 200, body: { configured: true, services: expect.any(Object) } });
+    expect(finished.at - slowStarted).toBeGreaterThanOrEqual(1400);
+    // The polls did not wait for the slow request.
+    for (const answer of answered) expect(answer.at).toBeLessThan(finished.at);
+
+    const exit = await exited;
+    expect(exit.code).toBe(0);
+    expect(exit.at).toBeGreaterThanOrEqual(finished.at);
+    expect(exit.at - signalledAt).toBeLessThan(8000);
+    expect(existsSync(postmasterPid()), 'embedded Postgres stopped').toBe(false);
+    expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
+  }, 60_000);
+
+  it('cuts off a request still running at the SHUTDOWN_GRACE_MS deadline and still closes Postgres', async () => {
+    const broker = await start({ SHUTDOWN_GRACE_MS: '1000' });
+    const exited = exitOf(broker);
+    const who = await registerOver(broker.url);
+
+    const since = sim.controls.requests().length;
+    // Longer than the grace period (the simulator's close ends it in any case).
+    sim.controls.injectFault({ delayMs: 30_000, path: ACCOUNTS_PATH, method: 'GET', times: 1 });
+    const slow = timed(fetch(`${broker.url}/v1/connectors/connected`, { headers: who.auth }));
+    await until(() => slowRequestArrived(since), 10_000, 'the slow Composio call under way');
+
+    const signalledAt = performance.now();
+    broker.child.kill('SIGTERM');
+
+    // Cut off at the deadline, not before, and not answered.
+    const cut = await slow;
+    expect(cut.value, 'no answer after the deadline').toBeUndefined();
+    expect(cut.at - signalledAt).toBeGreaterThanOrEqual(900);
+    expect(cut.at - signalledAt).toBeLessThan(4000);
+
+    const exit = await exited;
+    expect(exit.code).toBe(0);
+    expect(exit.at - signalledAt).toBeLessThan(8000);
+    expect(existsSync(postmasterPid()), 'embedded Postgres stopped').toBe(false);
+    expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
+    expect(broker.output()).toContain('requests still running at the end of SHUTDOWN_GRACE_MS');
+    sim.controls.clearFaults();
+  }, 60_000);
+});

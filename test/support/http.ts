@@ -1,0 +1,106 @@
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+
+/**
+ * Small helpers for tests that talk to a broker over real HTTP (a spawned process or an app
+ * listening on loopback).
+ */
+
+export interface Registered {
+  installationId: string;
+  token: string;
+  auth: { authorization: string };
+}
+
+/** `POST /v1/installations` over HTTP; fails the test unless it answers 201. */
+export async function registerOver(url: string, body: Record<string, unknown> = {}): Promise<Registered> {
+  const response = await fetch(`${url}/v1/installations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (response.status !== 201) throw new Error(`registration failed: ${response.status} ${await response.text()}`);
+  const { installationId, token } = (await response.json()) as { installationId: string; token: string };
+  return { installationId, token, auth: { authorization: `Bearer ${token}` } };
+}
+
+export interface RawAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+  /** The parsed body, or undefined when it is not JSON. */
+  json: any;
+}
+
+/**
+ * One request on a fresh connection (no keep-alive pool), optionally from a chosen loopback
+ * source address (`127.0.0.2`, …) so a test can be several clients. `signal` aborts it.
+ */
+export function rawRequest(
+  url: string,
+  options: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    localAddress?: string;
+    signal?: AbortSignal;
+  } = {},
+): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(
+      url,
+      {
+        method: options.method ?? 'GET',
+        headers: { connection: 'close', ...options.headers },
+        agent: false,
+        ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('error', reject);
+        response.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8');
+          let json: unknown;
+          try {
+            json = JSON.parse(body);
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: response.statusCode ?? 0, headers: response.headers, body, json });
+        });
+      },
+    );
+    request.on('error', reject);
+    request.end(options.body);
+  });
+}
+
+/** A Prometheus sample's value from `/metrics` text (labels must match exactly), or undefined. */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  const wanted = Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .sort()
+    .join(',');
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})?\s+(\S+)/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const have = (match[2] ?? '')
+      .split(',')
+      .filter(Boolean)
+      .sort()
+      .join(',');
+    if (have === wanted) return Number(match[3]);
+  }
+  return undefined;
+}
+
+/** Waits until `condition` holds (checked every few milliseconds), or fails after `timeoutMs`. */
+export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -1,0 +1,62 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+/**
+ * A loopback TCP proxy a test can cut: `down()` stops listening and drops every connection (the
+ * client sees its connections close, then connection refused), `up()` listens again on the same
+ * port. Lets one process lose its database while others keep theirs.
+ */
+export interface TcpProxy {
+  readonly port: number;
+  down(): Promise<void>;
+  up(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  };
+  let server: Server | undefined;
+  let port = 0;
+
+  const listen = () =>
+    new Promise<void>((resolve, reject) => {
+      const next = createServer((client) => {
+        const upstream = connect(target.port, target.host);
+        track(client);
+        track(upstream);
+        client.pipe(upstream);
+        upstream.pipe(client);
+        client.on('error', () => upstream.destroy());
+        upstream.on('error', () => client.destroy());
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+      next.once('error', reject);
+      next.listen(port, '127.0.0.1', () => {
+        const address = next.address();
+        if (typeof address === 'object' && address) port = address.port;
+        server = next;
+        resolve();
+      });
+    });
+
+  const stop = async () => {
+    const current = server;
+    server = undefined;
+    for (const socket of sockets) socket.destroy();
+    if (current) await new Promise<void>((resolve) => current.close(() => resolve()));
+  };
+
+  await listen();
+  return {
+    get port() {
+      return port;
+    },
+    down: stop,
+    up: listen,
+    close: stop,
+  };
+}
