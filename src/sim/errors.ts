@@ -3,7 +3,7 @@ import { nanoId } from './ids.js';
 /**
  * Composio's error body: `{error: {message, code, status, request_id, suggested_fix?}}`.
  * The numeric codes follow Composio's ranges (200s auth config, 600s connected account, 800s
- * API key, 1200s trigger instance, 2600s trigger type, 10xxx plain HTTP); the exact number
+ * API key, 1200s trigger instance, 2600s trigger type, 10400 and up for plain HTTP errors); the exact number
  * per situation is a guess, as nothing public settles it. The SDK only reads `status`.
  */
 export const SimCode = {
