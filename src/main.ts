@@ -5,11 +5,10 @@ import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { applyMigrations, openDatabase } from './db/database.js';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.js';
+import { freePort, startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.js';
 import { startRetentionJob } from './events/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
-import { createComposioGateway, type ComposioGateway } from './composio/index.js';
-import { freePort } from './db/embedded.js';
+import { gatewayForProject, type ComposioGateway } from './composio/index.js';
 import { createLogger } from './logger.js';
 import { composioCallRecorder, createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/routes.js';
@@ -120,15 +119,7 @@ async function connectComposio(
   closers: Array<() => Promise<unknown>>,
 ): Promise<{ config: Config; gateway: ComposioGateway }> {
   const onCall = composioCallRecorder(metrics);
-  const gatewayFor = (c: Config) =>
-    createComposioGateway({
-      apiKey: c.composio.apiKey!,
-      baseUrl: c.composio.baseUrl,
-      callsPerMinute: c.composio.callsPerMinute,
-      timeoutMs: c.composio.timeoutMs,
-      logger,
-      onCall,
-    });
+  const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall);
   if (config.composio.apiKey) return { config, gateway: gatewayFor(config) };
 
   // The simulator must know the broker's webhook URL before the broker listens.

@@ -30,6 +30,19 @@ export interface ComposioGatewayOptions {
   readonly onCall?: (operation: string, outcome: string, seconds: number) => void;
 }
 
+/**
+ * The gateway for the configured project (`COMPOSIO_*`): what the broker and the operator CLI
+ * both use, so they agree on the budget and the deadline.
+ */
+export function gatewayForProject(
+  settings: { readonly apiKey: string; readonly baseUrl: string; readonly callsPerMinute: number; readonly timeoutMs: number },
+  logger: Logger,
+  onCall?: ComposioGatewayOptions['onCall'],
+): ComposioGateway {
+  const { apiKey, baseUrl, callsPerMinute, timeoutMs } = settings;
+  return createComposioGateway({ apiKey, baseUrl, callsPerMinute, timeoutMs, logger, ...(onCall ? { onCall } : {}) });
+}
+
 /** The events the broker routes; Composio only sends what the subscription enables. */
 const WEBHOOK_EVENTS = ['composio.trigger.message', 'composio.connected_account.expired'];
 

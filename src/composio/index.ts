@@ -2,7 +2,7 @@
  * The broker's only door to Composio. Nothing outside `src/composio/` imports the SDK; the
  * rest of the codebase sees the narrow `ComposioGateway` and these helpers.
  */
-export { createComposioGateway, type ComposioGatewayOptions } from './gateway.js';
+export { createComposioGateway, gatewayForProject, type ComposioGatewayOptions } from './gateway.js';
 export type * from './types.js';
 export { ComposioErrorCode, authConfigRequiredMessage, isSignedOutText, reconnectMessage, retryAfterFromHeaders } from './errors.js';
 export { signWebhook, verifyWebhookSignature, type SignatureFailure, type VerifyWebhookInput } from './webhook-signature.js';

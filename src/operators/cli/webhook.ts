@@ -1,4 +1,4 @@
-import { createComposioGateway, type ComposioGateway } from '../../composio/index.js';
+import { gatewayForProject, type ComposioGateway } from '../../composio/index.js';
 import type { Config } from '../../config.js';
 import { CommandFailed, cliConfig, parseOptions, type CliIo, type Command } from './command.js';
 import { cliLogger } from './database.js';
@@ -7,13 +7,7 @@ import { cliLogger } from './database.js';
 function gatewayFor(config: Config): { composio: ComposioGateway; webhookUrl: string } {
   if (!config.composio.apiKey) throw new CommandFailed('COMPOSIO_API_KEY is not set: the sandbox simulator subscribes by itself');
   if (!config.publicUrl) throw new CommandFailed('PUBLIC_URL is not set: it says where Composio reaches the brokers');
-  const composio = createComposioGateway({
-    apiKey: config.composio.apiKey,
-    baseUrl: config.composio.baseUrl,
-    callsPerMinute: config.composio.callsPerMinute,
-    timeoutMs: config.composio.timeoutMs,
-    logger: cliLogger(config),
-  });
+  const composio = gatewayForProject({ ...config.composio, apiKey: config.composio.apiKey }, cliLogger(config));
   return { composio, webhookUrl: `${config.publicUrl}/v1/webhooks/composio` };
 }
 
