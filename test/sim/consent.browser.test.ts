@@ -1,29 +1,17 @@
-import { existsSync } from 'node:fs';
-import { setTimeout as delay } from 'node:timers/promises';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkToken, startHarness, type Harness } from '../composio/harness.js';
+import { launchChromium } from '../support/chromium.js';
 
 /** The consent page in a real (headless) Chromium: a person clicks Authorize or Deny. */
 
-const CHROMIUM = '/usr/bin/chromium';
 let browser: Browser;
 let h: Harness;
 
-/** Chromium comes from Debian's package, which CI installs; give a running install time to finish. */
-async function waitForChromium(): Promise<void> {
-  for (let attempt = 0; attempt < 60 && !existsSync(CHROMIUM); attempt++) await delay(5_000);
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium package`);
-}
-
 beforeAll(async () => {
-  await waitForChromium();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
   h = await startHarness();
-}, 330_000);
+});
 
 afterAll(async () => {
   await browser?.close();

@@ -1,9 +1,22 @@
+import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { createBrotliDecompress } from 'node:zlib';
 import { chromium, type Browser } from 'playwright-core';
 
-/** Debian's Chromium, headless, with nothing reaching out to the network by itself. */
-export function launchChromium(): Promise<Browser> {
+const DEBIAN_CHROMIUM = '/usr/bin/chromium';
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/**
+ * A headless Chromium with nothing reaching out to the network by itself: `CHROMIUM_PATH` when
+ * set, Debian's when installed, else the one `npm install` brought (@sparticuz/chromium).
+ */
+export async function launchChromium(): Promise<Browser> {
   return chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    executablePath: await chromiumPath(),
     args: [
       '--headless',
       '--no-sandbox',
@@ -15,4 +28,35 @@ export function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+async function chromiumPath(): Promise<string> {
+  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
+  if (existsSync(DEBIAN_CHROMIUM)) return DEBIAN_CHROMIUM;
+  return unpackedChromium();
+}
+
+/**
+ * @sparticuz/chromium ships the browser Brotli-compressed in its npm tarball. It is unpacked once
+ * per version into node_modules/.cache, under a name of this process's own first and then renamed,
+ * so browser tests starting side by side never launch a half-written binary.
+ */
+async function unpackedChromium(): Promise<string> {
+  // The package exports only its entry (build/cjs/index.cjs), two folders below its root.
+  const packageRoot = path.resolve(path.dirname(createRequire(import.meta.url).resolve('@sparticuz/chromium')), '../..');
+  const { version } = JSON.parse(await readFile(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string };
+  const target = path.join(ROOT, 'node_modules', '.cache', 'omb-chromium', version, 'chromium');
+  if (existsSync(target)) return target;
+
+  await mkdir(path.dirname(target), { recursive: true });
+  const partial = `${target}.${process.pid}.partial`;
+  try {
+    const compressed = path.join(packageRoot, 'bin', 'chromium.br');
+    await pipeline(createReadStream(compressed), createBrotliDecompress(), createWriteStream(partial));
+    await chmod(partial, 0o755);
+    await rename(partial, target);
+  } finally {
+    await rm(partial, { force: true });
+  }
+  return target;
 }
