@@ -1,67 +1,8 @@
-import { adminToken, grantIssue } from './cli/tokens.js';
-import { CommandFailed, UsageError, type CliIo, type Command } from './cli/command.js';
-import { importInstallationsCommand } from './cli/import.js';
-import { keysGenerate } from './cli/keys.js';
-import { migrate } from './cli/migrate.js';
-import { webhookRotateSecret, webhookSubscribe } from './cli/webhook.js';
+import { runCli } from './cli/run.js';
 
-/**
- * The operators' command line: `npm run cli -- <command> [options]`. Exit codes: 0 done,
- * 1 the command failed (one line on stderr says why), 2 it was called wrongly.
- */
-const COMMANDS: readonly Command[] = [
-  keysGenerate,
-  grantIssue,
-  adminToken,
-  migrate,
-  importInstallationsCommand,
-  webhookSubscribe,
-  webhookRotateSecret,
-];
-
-const HELP = `omb-broker operator CLI
-
-Usage: npm run cli -- <command> [options]
-
-Commands:
-${COMMANDS.map((c) => `  ${c.name.padEnd(22)} ${c.summary}`).join('\n')}
-
-Run \`npm run cli -- <command> --help\` for a command's options. Configuration (DATABASE_URL,
-DATA_DIR, OPERATOR_ISSUER, …) comes from the environment, as for the broker.
-`;
-
-async function runCli(argv: string[], io: CliIo): Promise<number> {
-  if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
-    io.out(HELP);
-    return argv.length === 0 ? 2 : 0;
-  }
-  const command = COMMANDS.find((c) => {
-    const words = c.name.split(' ');
-    return words.every((word, i) => argv[i] === word);
-  });
-  if (!command) {
-    io.err(`omb-cli: unknown command "${argv.slice(0, 2).join(' ')}"; run with --help to see the commands\n`);
-    return 2;
-  }
-  const args = argv.slice(command.name.split(' ').length);
-  if (args.includes('--help') || args.includes('-h')) {
-    io.out(`${command.usage}\n`);
-    return 0;
-  }
-  try {
-    return await command.run(args, io);
-  } catch (error) {
-    if (error instanceof UsageError) {
-      io.err(`omb-cli ${command.name}: ${error.message} (see --help)\n`);
-      return 2;
-    }
-    const message = error instanceof CommandFailed ? error.message : `unexpected error: ${(error as Error).message ?? String(error)}`;
-    io.err(`omb-cli ${command.name}: ${message.split('\n')[0]}\n`);
-    return 1;
-  }
-}
-
-process.exitCode = await runCli(process.argv.slice(2), {
-  out: (text) => process.stdout.write(text),
-  err: (text) => process.stderr.write(text),
-});
+/** `npm run cli -- <command> [options]`: the operator CLI in its own process (see cli/run.ts). */
+process.exitCode = await runCli(
+  process.argv.slice(2),
+  { out: (text) => process.stdout.write(text), err: (text) => process.stderr.write(text) },
+  process.env,
+);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { base64url, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { ADMIN_AUDIENCE } from '../../src/operators/admin-tokens.js';
+import { runCli as runOperatorCli } from '../../src/operators/cli/run.js';
 import { generateOperatorKeyPair, importOperatorSigningKey, type OperatorSigningKey } from '../../src/operators/keys.js';
 import { GRANT_AUDIENCE } from '../../src/plans/grants.js';
 
@@ -81,8 +82,16 @@ export interface CliRun {
   stderr: string;
 }
 
-/** The operator CLI as an operator runs it, in its own process, with exactly this environment. */
-export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+/** The operator CLI in this process, with exactly this environment and nothing of the test's own. */
+export async function runCli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runOperatorCli(args, { out: (text) => (stdout += text), err: (text) => (stderr += text) }, env);
+  return { code, stdout, stderr };
+}
+
+/** The operator CLI as an operator runs it, `npm run cli`'s entry in its own process. */
+export function spawnCli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/operators/cli.ts', ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },

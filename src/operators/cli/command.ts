@@ -7,6 +7,9 @@ export interface CliIo {
   err(text: string): void;
 }
 
+/** The environment a command reads its configuration from (`process.env` when run by `npm run cli`). */
+export type CliEnv = Readonly<Record<string, string | undefined>>;
+
 export interface Command {
   /** As typed: `keys generate`, `admin-token`. */
   readonly name: string;
@@ -14,7 +17,7 @@ export interface Command {
   /** The command's own `--help`. */
   readonly usage: string;
   /** Resolves with the exit code. */
-  run(args: string[], io: CliIo): Promise<number>;
+  run(args: string[], io: CliIo, env: CliEnv): Promise<number>;
 }
 
 /** A mistake in how the command was called: exit code 2 and a pointer to `--help`. */
@@ -51,9 +54,9 @@ export function positiveNumber(value: string, flag: string, max: number): number
 }
 
 /** The CLI reads the environment only through the broker's own configuration. */
-export function cliConfig(): Config {
+export function cliConfig(env: CliEnv): Config {
   try {
-    return loadConfig();
+    return loadConfig(env);
   } catch (error) {
     if (error instanceof ConfigError) throw new CommandFailed(`invalid configuration: ${error.problems.join('; ')}`);
     throw error;

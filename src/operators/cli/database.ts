@@ -5,15 +5,15 @@ import type { Config } from '../../config.js';
 import { applyMigrations, openDatabase, type Database } from '../../db/database.js';
 import { startEmbeddedPostgres } from '../../db/embedded.js';
 import { createLogger } from '../../logger.js';
-import { CommandFailed } from './command.js';
+import { CommandFailed, type CliIo } from './command.js';
 
 /**
  * The CLI prints its own one-line summaries; the broker's routine `info` lines would only repeat
  * them, so below `debug` it logs warnings only (to stderr, keeping stdout for results).
  */
-export function cliLogger(config: Config): Logger {
+export function cliLogger(config: Config, io: CliIo): Logger {
   const level = ['debug', 'trace', 'silent'].includes(config.logLevel) ? config.logLevel : 'warn';
-  return createLogger(level, process.stderr);
+  return createLogger(level, { write: (line: string) => io.err(line) });
 }
 
 /** Where the command works, for messages: never the URL itself, which may hold a password. */

@@ -22,7 +22,7 @@ skipped, and invalid rows are listed by line (CSV) or entry (JSON) and left out.
 hashes move, so the installations' existing tokens keep working. Exits 1 when any row was
 left out as invalid.`,
 
-  async run(args, io) {
+  async run(args, io, env) {
     const { values } = parseOptions(args, {
       file: { type: 'string' },
       format: { type: 'string' },
@@ -46,8 +46,8 @@ left out as invalid.`,
     }
 
     const checked = checkRows(records, new Date());
-    const config = cliConfig();
-    const outcome = await withBrokerDatabase(config, cliLogger(config), (database) =>
+    const config = cliConfig(env);
+    const outcome = await withBrokerDatabase(config, cliLogger(config, io), (database) =>
       importInstallations(database.db, checked.valid, { dryRun }),
     );
 

@@ -10,10 +10,10 @@ Applies migrations/ to DATABASE_URL, or to the embedded Postgres in DATA_DIR whe
 is unset (started for the command and stopped after; refused while a broker runs on it).
 Safe beside running brokers on a shared database: migrations take an advisory lock.`,
 
-  async run(args, io) {
+  async run(args, io, env) {
     parseOptions(args, {});
-    const config = cliConfig();
-    await withBrokerDatabase(config, cliLogger(config), async () => {});
+    const config = cliConfig(env);
+    await withBrokerDatabase(config, cliLogger(config, io), async () => {});
     io.out(`migrations applied to ${describeTarget(config)}\n`);
     return 0;
   },

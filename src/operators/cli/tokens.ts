@@ -28,7 +28,7 @@ export const grantIssue: Command = {
 Prints the grant (a compact JWS) on stdout; its jti, which revokes it, goes to stderr.
 The Cloud presents it as OMB_CLOUD_CONNECTED_APPS_GRANT.`,
 
-  async run(args, io) {
+  async run(args, io, env) {
     const { values } = parseOptions(args, {
       key: { type: 'string' },
       sub: { type: 'string' },
@@ -38,7 +38,7 @@ The Cloud presents it as OMB_CLOUD_CONNECTED_APPS_GRANT.`,
     const sub = subject(values.sub);
     const days = positiveNumber(requireOption(values.days, '--days'), '--days', MAX_GRANT_DAYS);
     const keyFile = requireOption(values.key, '--key');
-    const issuer = values.issuer?.trim() || cliConfig().operators.issuer;
+    const issuer = values.issuer?.trim() || cliConfig(env).operators.issuer;
     const grant = await signGrant(await readSigningKey(keyFile, io), { subject: sub, issuer, days });
     io.out(`${grant.token}\n`);
     io.err(`grant ${grant.jti} for ${sub}, valid until ${grant.expiresAt.toISOString()}\n`);
@@ -60,7 +60,7 @@ Prints the token on stdout, e.g.
   curl -H "authorization: Bearer $(npm run -s cli -- admin-token --key k.json --sub ana)" \\
     https://broker.example/v1/admin/stats`,
 
-  async run(args, io) {
+  async run(args, io, env) {
     const { values } = parseOptions(args, {
       key: { type: 'string' },
       sub: { type: 'string' },
@@ -70,7 +70,7 @@ Prints the token on stdout, e.g.
     const sub = subject(values.sub);
     const minutes = values.minutes === undefined ? DEFAULT_ADMIN_MINUTES : positiveNumber(values.minutes, '--minutes', MAX_ADMIN_MINUTES);
     const keyFile = requireOption(values.key, '--key');
-    const issuer = values.issuer?.trim() || cliConfig().operators.issuer;
+    const issuer = values.issuer?.trim() || cliConfig(env).operators.issuer;
     const token = await signAdminToken(await readSigningKey(keyFile, io), { subject: sub, issuer, minutes });
     io.out(`${token.token}\n`);
     io.err(`admin token for ${sub}, valid until ${token.expiresAt.toISOString()}\n`);

@@ -4,10 +4,10 @@ import { CommandFailed, cliConfig, parseOptions, type CliIo, type Command } from
 import { cliLogger } from './database.js';
 
 /** The project's webhook subscription lives on Composio; these commands need the real key. */
-function gatewayFor(config: Config): { composio: ComposioGateway; webhookUrl: string } {
+function gatewayFor(config: Config, io: CliIo): { composio: ComposioGateway; webhookUrl: string } {
   if (!config.composio.apiKey) throw new CommandFailed('COMPOSIO_API_KEY is not set: the sandbox simulator subscribes by itself');
   if (!config.publicUrl) throw new CommandFailed('PUBLIC_URL is not set: it says where Composio reaches the brokers');
-  const composio = gatewayForProject({ ...config.composio, apiKey: config.composio.apiKey }, cliLogger(config));
+  const composio = gatewayForProject({ ...config.composio, apiKey: config.composio.apiKey }, cliLogger(config, io));
   return { composio, webhookUrl: `${config.publicUrl}/v1/webhooks/composio` };
 }
 
@@ -26,9 +26,9 @@ accounts) to deliver to PUBLIC_URL/v1/webhooks/composio. When Composio answers w
 secret it is printed on stdout: put it in COMPOSIO_WEBHOOK_SECRET on every broker.
 Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
 
-  async run(args, io) {
+  async run(args, io, env) {
     parseOptions(args, {});
-    const { composio, webhookUrl } = gatewayFor(cliConfig());
+    const { composio, webhookUrl } = gatewayFor(cliConfig(env), io);
     const subscription = await composio.setWebhookSubscription(webhookUrl);
     if (subscription.secret) {
       printSecret(io, subscription.secret, `subscription ${subscription.id} delivers to ${webhookUrl}; its signing secret is above\n`);
@@ -48,9 +48,9 @@ Asks Composio for a new signing secret for the project's webhook subscription an
 stdout. Then set COMPOSIO_WEBHOOK_SECRET="<new>,<old>" on every broker (both are accepted), roll
 them, and later drop the old one. Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
 
-  async run(args, io) {
+  async run(args, io, env) {
     parseOptions(args, {});
-    const { composio, webhookUrl } = gatewayFor(cliConfig());
+    const { composio, webhookUrl } = gatewayFor(cliConfig(env), io);
     const subscription = await composio.setWebhookSubscription(webhookUrl);
     const { secret } = await composio.rotateWebhookSecret(subscription.id);
     printSecret(
