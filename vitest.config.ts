@@ -1,12 +1,48 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Three projects, so the fast part runs alone (`npm run test:unit`):
+ * - unit: pure logic (tests beside the code in src/, and a few under test/), no Postgres;
+ * - processes: tests that spawn the broker, the CLI, Postgres servers or a browser;
+ * - integration: the rest of test/, in-process against Postgres and the simulator. A new file
+ *   under test/ lands here unless listed, and Postgres is always there for it.
+ */
+const SRC_TESTS = 'src/**/*.test.ts';
+
+/** Tests beside the code that still need Postgres. */
+const SRC_INTEGRATION = ['src/installations/installations.test.ts'];
+
+const PURE = [
+  'test/composio/call-budget.test.ts',
+  'test/composio/trust.test.ts',
+  'test/events/cursor.test.ts',
+  'test/events/hub.test.ts',
+  'test/operators/cli.test.ts',
+  'test/operators/import-rows.test.ts',
+];
+
+const PROCESSES = [
+  'test/e2e.test.ts',
+  'test/events/concurrency.test.ts',
+  'test/faults/postgres-restart.test.ts',
+  'test/faults/shutdown.test.ts',
+  'test/operators/cli-process.test.ts',
+  'test/operators/operator-path.test.ts',
+  'test/replicas/**/*.test.ts',
+  '**/*.browser.test.ts',
+];
+
+// Spread into each project rather than inherited, which would give each project the global setup too.
+const shared = { testTimeout: 30_000, hookTimeout: 60_000, pool: 'forks', env: { NODE_ENV: 'test' } } as const;
+
 export default defineConfig({
   test: {
+    // One Postgres server for the whole run, whichever projects it covers (none for unit alone).
     globalSetup: ['./test/support/global-postgres.ts'],
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    pool: 'forks',
-    env: { NODE_ENV: 'test' },
+    projects: [
+      { test: { ...shared, name: 'unit', include: [SRC_TESTS, ...PURE], exclude: SRC_INTEGRATION } },
+      { test: { ...shared, name: 'integration', include: ['test/**/*.test.ts', ...SRC_INTEGRATION], exclude: [...PURE, ...PROCESSES] } },
+      { test: { ...shared, name: 'processes', include: PROCESSES } },
+    ],
   },
 });

@@ -18,6 +18,8 @@ declare module 'vitest' {
  * Docker engine answers, otherwise an embedded Postgres in a temporary folder.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // Unit tests never touch Postgres: `npm run test:unit` starts none.
+  if (project.vitest.projects.every((p) => p.name === 'unit')) return async () => {};
   if (process.env.DATABASE_URL) {
     project.provide('pgAdminUrl', process.env.DATABASE_URL);
     return async () => {};
