@@ -1,0 +1,150 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { InjectOptions } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { startHarness, type Harness } from '../composio/harness.js';
+import { adminClaims, operatorKey, signClaims, trusting, type TestOperatorKey } from '../operators/support.js';
+import { buildTestApp, register, type TestApp } from '../support/app.js';
+
+/**
+ * Every route that openapi.yaml says needs a token refuses a request without a good one, before
+ * it does anything: no row written, no call to Composio. The list comes from openapi.yaml, so a
+ * new route is covered without touching this file.
+ */
+
+interface Parameter {
+  name: string;
+  in: string;
+  required?: boolean;
+  schema?: { format?: string };
+}
+interface Operation {
+  security?: Array<Record<string, unknown>>;
+  parameters?: Parameter[];
+  requestBody?: unknown;
+}
+interface Route {
+  readonly name: string;
+  readonly request: () => InjectOptions;
+}
+
+const METHODS = ['get', 'put', 'post', 'patch', 'delete'] as const;
+
+function routesSecuredBy(scheme: string): Route[] {
+  const spec = parse(readFileSync(new URL('../../openapi.yaml', import.meta.url), 'utf8')) as {
+    paths: Record<string, Partial<Record<(typeof METHODS)[number], Operation>> & { parameters?: Parameter[] }>;
+  };
+  return Object.entries(spec.paths).flatMap(([path, item]) =>
+    METHODS.flatMap((method) => {
+      const operation = item[method];
+      if (!operation?.security?.some((requirement) => scheme in requirement)) return [];
+      const parameters = [...(item.parameters ?? []), ...(operation.parameters ?? [])];
+      return [{ name: `${method.toUpperCase()} ${path}`, request: () => requestFor(method, path, parameters, operation) }];
+    }),
+  );
+}
+
+/** A request the route would take from its owner: plausible ids, its required headers, a JSON body. */
+function requestFor(method: string, path: string, parameters: Parameter[], operation: Operation): InjectOptions {
+  const value = (name: string) =>
+    parameters.find((p) => p.name === name)?.schema?.format === 'uuid' ? randomUUID() : 'authsuite1';
+  const headers: Record<string, string> = {};
+  for (const p of parameters) if (p.in === 'header' && p.required) headers[p.name] = value(p.name);
+  return {
+    method: method.toUpperCase() as InjectOptions['method'],
+    url: path.replace(/\{([^}]+)\}/g, (_, name: string) => value(name)),
+    headers,
+    ...(operation.requestBody ? { payload: {} } : {}),
+  };
+}
+
+const installationRoutes = routesSecuredBy('installationToken');
+const operatorRoutes = routesSecuredBy('operatorToken');
+
+let t: TestApp;
+let h: Harness;
+let key: TestOperatorKey;
+let disabledToken: string;
+
+beforeAll(async () => {
+  [h, key] = await Promise.all([startHarness(), operatorKey('op-auth')]);
+  t = await buildTestApp(trusting(key), { composio: h.gateway });
+  const disabled = await register(t.app);
+  disabledToken = disabled.token;
+  const admin = { authorization: `Bearer ${await signClaims(key, adminClaims(t.clock.now()))}` };
+  const response = await t.app.inject({ method: 'POST', url: `/v1/admin/installations/${disabled.installationId}/disable`, headers: admin });
+  expect(response.statusCode).toBe(200);
+});
+afterAll(async () => {
+  await t?.close();
+  await h?.close();
+});
+
+/** Every row of every table, as text: what a refused request must leave as it was. */
+async function everyRow(): Promise<string> {
+  const tables = await t.database.sql<{ name: string }[]>`
+    select tablename as name from pg_tables where schemaname = 'public' order by tablename`;
+  const dumps = await Promise.all(
+    tables.map(({ name }) =>
+      t.database.sql.unsafe(`select coalesce(string_agg(r::text, E'\\n' order by r::text), '') as rows from "${name}" r`),
+    ),
+  );
+  return tables.map(({ name }, i) => `${name}:\n${dumps[i]![0]!.rows}`).join('\n');
+}
+
+/** Sends each request and proves nothing was written to Postgres or sent to Composio meanwhile. */
+async function refusedWithoutEffect(route: Route, authorizations: Array<string | undefined>) {
+  const before = await everyRow();
+  const composioCalls = h.sim.controls.requests().length;
+  const responses = [];
+  for (const authorization of authorizations) {
+    const request = route.request();
+    responses.push(await t.app.inject({ ...request, headers: { ...request.headers, ...(authorization ? { authorization } : {}) } }));
+  }
+  expect(h.sim.controls.requests().length).toBe(composioCalls);
+  expect(await everyRow()).toBe(before);
+  return responses;
+}
+
+describe('installation routes', () => {
+  it('are listed in openapi.yaml', () => {
+    expect(installationRoutes.length).toBeGreaterThan(0);
+  });
+
+  it.each(installationRoutes.map((route) => [route.name, route] as const))(
+    '%s: 401 for a missing, an unknown and a disabled token',
+    async (_name, route) => {
+      const unknown = `Bearer ${randomBytes(32).toString('hex')}`;
+      const responses = await refusedWithoutEffect(route, [undefined, unknown, `Bearer ${disabledToken}`]);
+      for (const response of responses) {
+        expect(response.statusCode).toBe(401);
+        expect(response.json()).toEqual({ error: expect.any(String), code: 'unauthorized' });
+      }
+    },
+  );
+});
+
+describe('operator routes', () => {
+  it('are listed in openapi.yaml', () => {
+    expect(operatorRoutes.length).toBeGreaterThan(0);
+  });
+
+  it.each(operatorRoutes.map((route) => [route.name, route] as const))(
+    '%s: 401 for a missing token, garbage, and an installation token',
+    async (_name, route) => {
+      const installation = await register(t.app);
+      const [missing, garbage, wrongKind] = await refusedWithoutEffect(route, [
+        undefined,
+        'Bearer not.a.token',
+        installation.auth.authorization,
+      ]);
+      expect(missing!.statusCode).toBe(401);
+      expect(missing!.json()).toEqual({ error: expect.stringMatching(/missing operator token/), code: 'operator_unauthorized' });
+      for (const response of [garbage!, wrongKind!]) {
+        expect(response.statusCode).toBe(401);
+        expect(response.json()).toEqual({ error: expect.stringMatching(/invalid operator token/), code: 'operator_unauthorized' });
+      }
+    },
+  );
+});
