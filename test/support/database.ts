@@ -4,7 +4,11 @@ import { inject } from 'vitest';
 import { applyMigrations, openDatabase, type Database } from '../../src/db/database.js';
 import { createLogger } from '../../src/logger.js';
 
-/** A fresh, migrated database of its own for one test file, dropped by `drop()`. */
+/**
+ * A fresh, migrated database of its own for one test file, dropped by `drop()`: a copy of the
+ * run's template, migrated again in case a migration was added since the run began (a no-op
+ * otherwise).
+ */
 export interface TestDatabase extends Database {
   readonly name: string;
   drop(): Promise<void>;
@@ -15,7 +19,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `omb_test_${randomBytes(6).toString('hex')}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
-    await admin.unsafe(`create database ${name}`);
+    await admin.unsafe(`create database ${name} template ${inject('pgTemplate')}`);
   } finally {
     await admin.end();
   }
