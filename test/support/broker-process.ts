@@ -26,7 +26,13 @@ export async function startBroker(env: Record<string, string>, options: { timeou
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`broker did not start in time:\n${output}`)), options.timeoutMs ?? 20_000);
+    // Generous: a first start initialises an embedded Postgres, slow on a busy machine.
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      // Stopped politely, so it stops the embedded Postgres it may have started; never left running.
+      void stopChild(child, exited).then(() => reject(new Error(`broker did not start in time:\n${output}`)));
+    }, options.timeoutMs ?? 40_000);
     const check = () => {
       const match = /"url":"(http:\/\/[^"]+)","database"[^\n]*"msg":"broker listening"/.exec(output);
       if (match) {
@@ -37,7 +43,7 @@ export async function startBroker(env: Record<string, string>, options: { timeou
     child.stdout!.on('data', check);
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`broker exited with ${code} before listening:\n${output}`));
+      if (!timedOut) reject(new Error(`broker exited with ${code} before listening:\n${output}`));
     });
   });
 
@@ -50,4 +56,10 @@ export async function startBroker(env: Record<string, string>, options: { timeou
       return exited;
     },
   };
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<number | null>): Promise<void> {
+  child.kill('SIGTERM');
+  const stopped = await Promise.race([exited.then(() => true), new Promise((resolve) => setTimeout(resolve, 10_000, false))]);
+  if (!stopped) child.kill('SIGKILL');
 }
