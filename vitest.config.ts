@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -39,6 +40,9 @@ export default defineConfig({
   test: {
     // One Postgres server for the whole run, whichever projects it covers (none for unit alone).
     globalSetup: ['./test/support/global-postgres.ts'],
+    // Test files mostly wait on Postgres, child processes and timers, so one worker more than the
+    // cores keeps them busy (Vitest's default, one fewer, runs files one at a time on two cores).
+    maxWorkers: availableParallelism() + 1,
     projects: [
       { test: { ...shared, name: 'unit', include: [SRC_TESTS, ...PURE], exclude: SRC_INTEGRATION } },
       { test: { ...shared, name: 'integration', include: ['test/**/*.test.ts', ...SRC_INTEGRATION], exclude: [...PURE, ...PROCESSES] } },
