@@ -40,13 +40,17 @@ export default defineConfig({
   test: {
     // One Postgres server for the whole run, whichever projects it covers (none for unit alone).
     globalSetup: ['./test/support/global-postgres.ts'],
-    // Test files mostly wait on Postgres, child processes and timers, so one worker more than the
-    // cores keeps them busy (Vitest's default, one fewer, runs files one at a time on two cores).
+    // In-process test files mostly wait on Postgres and timers, so one worker more than the cores
+    // keeps them busy (Vitest's default, one fewer, runs files one at a time on two cores).
     maxWorkers: availableParallelism() + 1,
     projects: [
       { test: { ...shared, name: 'unit', include: [SRC_TESTS, ...PURE], exclude: SRC_INTEGRATION } },
       { test: { ...shared, name: 'integration', include: ['test/**/*.test.ts', ...SRC_INTEGRATION], exclude: [...PURE, ...PROCESSES] } },
-      { test: { ...shared, name: 'processes', include: PROCESSES } },
+      // After the others, one file per core: these start brokers and Postgres servers of their own
+      // and time how fast they react, which crowding would only make slower and less certain.
+      {
+        test: { ...shared, name: 'processes', include: PROCESSES, maxWorkers: availableParallelism(), sequence: { groupOrder: 1 } },
+      },
     ],
   },
 });
