@@ -4,14 +4,10 @@
  * these types; nothing else knows the SDK exists.
  */
 
-export type ConnectedAccountStatus =
-  | 'INITIALIZING'
-  | 'INITIATED'
-  | 'ACTIVE'
-  | 'FAILED'
-  | 'EXPIRED'
-  | 'INACTIVE'
-  | 'REVOKED';
+/** A connected account's lifecycle, as Composio documents it; the simulator reads this list too. */
+export const CONNECTED_ACCOUNT_STATUSES = ['INITIALIZING', 'INITIATED', 'ACTIVE', 'FAILED', 'EXPIRED', 'INACTIVE', 'REVOKED'] as const;
+
+export type ConnectedAccountStatus = (typeof CONNECTED_ACCOUNT_STATUSES)[number];
 
 /** One page of a cursor-paginated Composio list. `nextCursor` is null on the last page. */
 export interface Page<T> {
