@@ -199,18 +199,6 @@ export function createComposioGateway(options: ComposioGatewayOptions): Composio
         return { revoked };
       }),
 
-    listAuthConfigs: (toolkit) =>
-      call('authConfigs.list', 1, { subject: 'auth config', toolkit, idempotent: true }, async (signal) => {
-        const page = await sdk.authConfigs.list({ toolkit, limit: 50 }, { signal });
-        return page.items.map((item) => ({
-          id: item.id,
-          toolkit: item.toolkit.slug,
-          authScheme: item.authScheme ?? null,
-          isComposioManaged: item.isComposioManaged === true,
-          enabled: item.status === 'ENABLED',
-        }));
-      }),
-
     // Through the client: core's `getType` drops `type` (webhook or poll).
     getTriggerType: (slug) =>
       call('triggerTypes.get', 1, { subject: `trigger type ${slug}`, idempotent: true }, async (signal) =>

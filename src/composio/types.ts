@@ -67,14 +67,6 @@ export interface ConnectLink {
   readonly expiresAt: string | null;
 }
 
-export interface AuthConfigSummary {
-  readonly id: string;
-  readonly toolkit: string;
-  readonly authScheme: string | null;
-  readonly isComposioManaged: boolean;
-  readonly enabled: boolean;
-}
-
 export interface TriggerType {
   readonly slug: string;
   readonly toolkit: string;
@@ -134,9 +126,6 @@ export interface ComposioGateway {
   getConnectedAccount(id: string): Promise<ConnectedAccount>;
   /** Revokes the account's tokens at the provider (when asked and possible), then deletes it. */
   deleteConnectedAccount(id: string, options: { readonly revoke: boolean }): Promise<{ revoked: boolean }>;
-
-  // Auth configs
-  listAuthConfigs(toolkit: string): Promise<AuthConfigSummary[]>;
 
   // Triggers
   getTriggerType(slug: string): Promise<TriggerType>;

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { linkToken, startHarness, type Harness } from './harness.js';
+import { authConfigsOf, linkToken, startHarness, type Harness } from './harness.js';
 
 /** Tool Router Sessions, their toolkits and connect links, through the real SDK. */
 
@@ -85,10 +85,10 @@ describe('connect links', () => {
 
   it('lists the auth config Composio created for a managed toolkit', async () => {
     h = await startHarness();
-    expect(await h.gateway.listAuthConfigs('gmail')).toEqual([]);
+    expect(authConfigsOf(h, 'gmail')).toEqual([]);
     const session = await h.gateway.createSession('omb_user1');
     await h.gateway.createLink(session.sessionId, 'gmail', { alias: 'work' });
-    expect(await h.gateway.listAuthConfigs('gmail')).toEqual([
+    expect(authConfigsOf(h, 'gmail')).toEqual([
       { id: expect.stringMatching(/^ac_/), toolkit: 'gmail', authScheme: 'OAUTH2', isComposioManaged: true, enabled: true },
     ]);
   });

@@ -33,6 +33,20 @@ export async function startHarness(overrides: Partial<ComposioGatewayOptions> = 
   return { sim, gateway, calls, close: () => sim.close() };
 }
 
+/** The project's auth configs for a toolkit, as the simulator holds them. */
+export function authConfigsOf(h: Harness, toolkit: string) {
+  return h.sim.controls
+    .state()
+    .authConfigs.filter((c) => c.toolkit.slug === toolkit)
+    .map((c) => ({
+      id: c.id,
+      toolkit: c.toolkit.slug,
+      authScheme: c.auth_scheme,
+      isComposioManaged: c.is_composio_managed,
+      enabled: c.status === 'ENABLED',
+    }));
+}
+
 /** The link token at the end of a consent URL. */
 export function linkToken(url: string): string {
   const token = new URL(url).pathname.split('/').pop();
