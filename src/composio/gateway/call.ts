@@ -1,0 +1,106 @@
+import type { Logger } from 'pino';
+import type { AppError } from '../../errors.js';
+import { CallBudget } from '../call-budget.js';
+import { ComposioErrorCode, isConnectionFailure, retryAfterMs, toAppError } from '../errors.js';
+
+export interface CallCoreOptions {
+  /** The budget for HTTP requests to Composio, shared by everything the gateway does. */
+  readonly callsPerMinute: number;
+  /** Bound on each call, and on how long a call may queue for budget. */
+  readonly timeoutMs: number;
+  readonly logger: Logger;
+  /** Called once per call with outcome `ok` or the error code (for metrics). */
+  readonly onCall?: ((operation: string, outcome: string, seconds: number) => void) | undefined;
+}
+
+/** What a call is about and how it may be handled. */
+export interface CallAbout {
+  /** In words, for the error's sentence: `connected account ca_1`, `Session trs_1`. */
+  readonly subject?: string;
+  readonly toolkit?: string;
+  /** Safe to send again when the connection failed before any answer. */
+  readonly idempotent?: boolean;
+}
+
+export interface CallCore {
+  /**
+   * Every Composio call goes through here: budget (`cost` = HTTP requests it makes), one
+   * deadline, a 429 pausing the budget, errors mapped once, and `onCall` for metrics.
+   */
+  call<T>(operation: string, cost: number, about: CallAbout, fn: (signal: AbortSignal) => Promise<T>): Promise<T>;
+  /** The budget every call shares (the MCP fetch takes from it directly). */
+  readonly budget: CallBudget;
+  /** Reports one call's outcome to `onCall`. */
+  report(operation: string, outcome: string, started: number): void;
+  readonly timeoutMs: number;
+}
+
+export function createCallCore(options: CallCoreOptions): CallCore {
+  const log = options.logger;
+  const budget = new CallBudget({ callsPerMinute: options.callsPerMinute, maxWaitMs: options.timeoutMs });
+
+  function report(operation: string, outcome: string, started: number): void {
+    options.onCall?.(operation, outcome, (performance.now() - started) / 1000);
+  }
+
+  function logFailure(operation: string, mapped: AppError, cause: unknown): void {
+    const detail = { operation, code: mapped.code, cause: describeCause(cause) };
+    if (mapped.code === ComposioErrorCode.unavailable || mapped.code === ComposioErrorCode.rateLimited) {
+      log.warn(detail, 'Composio call failed');
+    } else {
+      log.debug(detail, 'Composio call refused');
+    }
+  }
+
+  return {
+    /**
+     * The one retry left: a call that is safe to repeat (`idempotent`) and failed to connect
+     * at all — typically a pooled keep-alive connection the other side had just closed — is
+     * sent once more at once. Statuses (429, 409, 5xx) and timeouts are never retried here.
+     */
+    async call(operation, cost, about, fn) {
+      const started = performance.now();
+      try {
+        await budget.acquire(cost);
+        const signal = AbortSignal.timeout(options.timeoutMs);
+        let result;
+        try {
+          result = await fn(signal);
+        } catch (error) {
+          if (!about.idempotent || signal.aborted || !isConnectionFailure(error)) throw error;
+          await budget.acquire(cost);
+          result = await fn(signal);
+        }
+        report(operation, 'ok', started);
+        return result;
+      } catch (error) {
+        const pauseMs = retryAfterMs(error);
+        if (pauseMs !== undefined) budget.pause(pauseMs);
+        const mapped = toAppError(error, { ...about, timeoutMs: options.timeoutMs });
+        logFailure(operation, mapped, error);
+        report(operation, mapped.code, started);
+        throw mapped;
+      }
+    },
+    budget,
+    report,
+    timeoutMs: options.timeoutMs,
+  };
+}
+
+/** "Connection error. <- fetch failed <- other side closed": the chain a log reader needs. */
+function describeCause(error: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
+    if (current instanceof Error) {
+      const code = (current as { code?: unknown }).code;
+      parts.push(typeof code === 'string' ? `${current.message} (${code})` : current.message);
+      current = current.cause;
+    } else {
+      parts.push(String(current));
+      break;
+    }
+  }
+  return parts.join(' <- ');
+}
