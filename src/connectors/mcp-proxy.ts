@@ -1,9 +1,8 @@
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { ComposioGateway } from '../composio/index.js';
-import { ComposioErrorCode, isSignedOutText, reconnectMessage, retryAfterFromHeaders } from '../composio/index.js';
+import { ComposioFailure, isSignedOutText, reconnectMessage, retryAfterFromHeaders } from '../composio/index.js';
 import type { Db } from '../db/database.js';
-import { AppError } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
 
@@ -59,7 +58,7 @@ export async function proxyMcp(
     // to a resumed one it means the MCP session expired, which the client handles itself.
     if (response.status === 404 && !resumesMcpSession) {
       await response.body?.cancel();
-      throw new AppError(404, ComposioErrorCode.notFound, 'Composio does not know this Session.');
+      throw new ComposioFailure('not_found', 'Composio does not know this Session.', { subject: 'Session' });
     }
     return response;
   });
@@ -82,18 +81,17 @@ export async function proxyMcp(
 }
 
 /**
- * Composio's own failures become the broker's `{error, code}` (the client shows `error`); the
+ * Composio's own failures become `ComposioFailure`s (the client reads their sentence); the
  * MCP server's answers to the client's requests, errors included, pass through as they are.
  */
 async function refuseUpstreamFailure(response: Response): Promise<void> {
   if (response.status !== 429 && response.status < 500) return;
   await response.body?.cancel();
   if (response.status === 429) {
-    throw new AppError(503, ComposioErrorCode.rateLimited, 'Composio is rate-limiting the managed service; try again shortly.', {
-      'retry-after': String(Math.max(1, Math.ceil(retryAfterFromHeaders(response.headers) / 1000))),
-    });
+    const retryAfterMs = retryAfterFromHeaders(response.headers);
+    throw new ComposioFailure('rate_limited', 'Composio is rate-limiting the managed service; try again shortly.', { retryAfterMs });
   }
-  throw new AppError(502, ComposioErrorCode.unavailable, `Composio’s MCP endpoint failed (HTTP ${response.status}); try again shortly.`);
+  throw new ComposioFailure('unavailable', `Composio’s MCP endpoint failed (HTTP ${response.status}); try again shortly.`);
 }
 
 /** The note added to a signed-out tool error. */

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { authConfigsOf, linkToken, startHarness, type Harness } from './harness.js';
+import { answered, authConfigsOf, linkToken, startHarness, type Harness } from './harness.js';
 
 /** Tool Router Sessions, their toolkits and connect links, through the real SDK. */
 
@@ -115,7 +115,7 @@ describe('MCP and trust', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('mcp-session-id')).toBeTruthy();
     await response.body?.cancel();
-    await expect(h.gateway.fetchMcp('https://evil.example/tool_router/x/mcp', mcpInit())).rejects.toMatchObject({
+    await expect(answered(h.gateway.fetchMcp('https://evil.example/tool_router/x/mcp', mcpInit()))).rejects.toMatchObject({
       status: 502,
       code: 'upstream_unavailable',
     });

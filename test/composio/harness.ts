@@ -1,5 +1,6 @@
 import { pino } from 'pino';
-import { createComposioGateway, type ComposioGateway, type ComposioGatewayOptions } from '../../src/composio/index.js';
+import { ComposioFailure, createComposioGateway, type ComposioGateway, type ComposioGatewayOptions } from '../../src/composio/index.js';
+import { composioFailureAnswer } from '../../src/http/composio-failures.js';
 import { startSimulator, type Simulator } from '../../src/sim/index.js';
 
 export interface CallRecord {
@@ -31,6 +32,13 @@ export async function startHarness(overrides: Partial<ComposioGatewayOptions> = 
     ...overrides,
   });
   return { sim, gateway, calls, close: () => sim.close() };
+}
+
+/** A call's failure as a client would see it: the status, code, sentence and headers the broker answers. */
+export function answered<T>(promise: Promise<T>): Promise<T> {
+  return promise.catch((error: unknown) => {
+    throw error instanceof ComposioFailure ? composioFailureAnswer(error) : error;
+  });
 }
 
 /** The project's auth configs for a toolkit, as the simulator holds them. */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { AppError } from '../../errors.js';
-import { CallBudget } from '../call-budget.js';
-import { ComposioErrorCode, isConnectionFailure, retryAfterMs, toAppError } from '../errors.js';
+import { BudgetExhausted, CallBudget } from '../call-budget.js';
+import { isConnectionFailure, toFailure } from '../errors.js';
+import type { ComposioFailure } from '../failure.js';
 
 export interface CallCoreOptions {
   /** The budget for HTTP requests to Composio, shared by everything the gateway does. */
@@ -9,13 +9,13 @@ export interface CallCoreOptions {
   /** Bound on each call, and on how long a call may queue for budget. */
   readonly timeoutMs: number;
   readonly logger: Logger;
-  /** Called once per call with outcome `ok` or the error code (for metrics). */
+  /** Called once per call with outcome `ok` or the failure's code (for metrics). */
   readonly onCall?: ((operation: string, outcome: string, seconds: number) => void) | undefined;
 }
 
 /** What a call is about and how it may be handled. */
 export interface CallAbout {
-  /** In words, for the error's sentence: `connected account ca_1`, `Session trs_1`. */
+  /** In words, for the failure's sentence: `connected account ca_1`, `Session trs_1`. */
   readonly subject?: string;
   readonly toolkit?: string;
   /** Safe to send again when the connection failed before any answer. */
@@ -25,7 +25,7 @@ export interface CallAbout {
 export interface CallCore {
   /**
    * Every Composio call goes through here: budget (`cost` = HTTP requests it makes), one
-   * deadline, a 429 pausing the budget, errors mapped once, and `onCall` for metrics.
+   * deadline, a 429 pausing the budget, failures mapped once, and `onCall` for metrics.
    */
   call<T>(operation: string, cost: number, about: CallAbout, fn: (signal: AbortSignal) => Promise<T>): Promise<T>;
   /** The budget every call shares (the MCP fetch takes from it directly). */
@@ -43,13 +43,10 @@ export function createCallCore(options: CallCoreOptions): CallCore {
     options.onCall?.(operation, outcome, (performance.now() - started) / 1000);
   }
 
-  function logFailure(operation: string, mapped: AppError, cause: unknown): void {
-    const detail = { operation, code: mapped.code, cause: describeCause(cause) };
-    if (mapped.code === ComposioErrorCode.unavailable || mapped.code === ComposioErrorCode.rateLimited) {
-      log.warn(detail, 'Composio call failed');
-    } else {
-      log.debug(detail, 'Composio call refused');
-    }
+  function logFailure(operation: string, failure: ComposioFailure, cause: unknown): void {
+    const detail = { operation, code: failure.code, cause: describeCause(cause) };
+    if (failure.kind === 'unavailable' || failure.kind === 'rate_limited') log.warn(detail, 'Composio call failed');
+    else log.debug(detail, 'Composio call refused');
   }
 
   return {
@@ -74,12 +71,12 @@ export function createCallCore(options: CallCoreOptions): CallCore {
         report(operation, 'ok', started);
         return result;
       } catch (error) {
-        const pauseMs = retryAfterMs(error);
-        if (pauseMs !== undefined) budget.pause(pauseMs);
-        const mapped = toAppError(error, { ...about, timeoutMs: options.timeoutMs });
-        logFailure(operation, mapped, error);
-        report(operation, mapped.code, started);
-        throw mapped;
+        const failure = toFailure(error, { ...about, timeoutMs: options.timeoutMs });
+        // Composio asked everybody to wait; our own budget refusing asks nothing new.
+        if (failure.kind === 'rate_limited' && !(error instanceof BudgetExhausted)) budget.pause(failure.retryAfterMs ?? 0);
+        logFailure(operation, failure, error);
+        report(operation, failure.code, started);
+        throw failure;
       }
     },
     budget,

@@ -1,5 +1,4 @@
-import { AppError } from '../../errors.js';
-import { ComposioErrorCode, retryAfterFromHeaders, toAppError } from '../errors.js';
+import { retryAfterFromHeaders, toFailure, unavailable } from '../errors.js';
 import type { ComposioGateway } from '../types.js';
 import type { CallCore } from './call.js';
 
@@ -14,15 +13,16 @@ export function mcpCalls(
     async fetchMcp(url, init) {
       const started = performance.now();
       if (!isTrustedHost(url)) {
-        report('mcp', ComposioErrorCode.unavailable, started);
-        throw new AppError(502, ComposioErrorCode.unavailable, 'the Session’s MCP endpoint is not on a trusted Composio host');
+        const failure = unavailable('the Session’s MCP endpoint is not on a trusted Composio host');
+        report('mcp', failure.code, started);
+        throw failure;
       }
       try {
         await budget.acquire(1);
       } catch (error) {
-        const mapped = toAppError(error, { timeoutMs: core.timeoutMs });
-        report('mcp', mapped.code, started);
-        throw mapped;
+        const failure = toFailure(error, { timeoutMs: core.timeoutMs });
+        report('mcp', failure.code, started);
+        throw failure;
       }
       let response: Response;
       try {
@@ -35,8 +35,9 @@ export function mcpCalls(
         });
       } catch (error) {
         if (init.signal.aborted) throw error;
-        report('mcp', ComposioErrorCode.unavailable, started);
-        throw new AppError(502, ComposioErrorCode.unavailable, 'Composio’s MCP endpoint could not be reached; try again shortly.');
+        const failure = unavailable('Composio’s MCP endpoint could not be reached; try again shortly.');
+        report('mcp', failure.code, started);
+        throw failure;
       }
       if (response.status === 429) budget.pause(retryAfterFromHeaders(response.headers));
       report('mcp', response.ok ? 'ok' : `http_${response.status}`, started);
