@@ -21,6 +21,8 @@ export interface ErrorContext {
   readonly subject?: string | undefined;
   readonly toolkit?: string | undefined;
   readonly timeoutMs: number;
+  /** The call's own deadline passed, whatever the error says. */
+  readonly timedOut?: boolean | undefined;
 }
 
 /** The sentence shown when an app's sign-in is gone; the agent can fix it itself. */
@@ -54,7 +56,7 @@ export function toFailure(error: unknown, context: ErrorContext): ComposioFailur
     // Core's own message names the slug: "Trigger type GMAIL_X not found".
     return new ComposioFailure('not_found', sentence(error.message) ?? 'Composio has no such trigger type.', { subject });
   }
-  if (isTimeout(error)) {
+  if (context.timedOut || isTimeout(error)) {
     const seconds = Math.max(1, Math.round(context.timeoutMs / 1000));
     return unavailable(`Composio did not answer within ${seconds} s; try again shortly.`, subject);
   }

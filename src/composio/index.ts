@@ -4,7 +4,7 @@
  */
 export { createComposioGateway, gatewayForProject, type ComposioGatewayOptions } from './gateway.js';
 export type * from './types.js';
-export { authConfigRequiredMessage, isSignedOutText, reconnectMessage, retryAfterFromHeaders } from './errors.js';
+export { authConfigRequiredMessage, isSignedOutText, reconnectMessage } from './errors.js';
 export {
   ComposioFailure,
   isComposioFailure,

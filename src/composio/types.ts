@@ -143,8 +143,10 @@ export interface ComposioGateway {
 
   /**
    * Sends one request to a Session's MCP endpoint with the project key, within the call budget
-   * (a 429 pauses it like any other). No deadline of its own: tool calls may run for minutes,
-   * so the caller's signal decides. Answers the upstream response as it is, whatever its status.
+   * and deadline like any other call. The deadline covers the answer's status and headers
+   * only: tool calls stream for minutes, so the caller's signal bounds the body. Composio's own
+   * failures (an untrusted host, unreachable, a 404 to a request outside any MCP session, 429,
+   * 5xx) are thrown as `ComposioFailure`s; the MCP server's answers come back as they are.
    */
   fetchMcp(url: string, init: { method: string; headers: Record<string, string>; body?: Uint8Array; signal: AbortSignal }): Promise<Response>;
   /** Whether a URL (MCP endpoint, consent link) may be handed to or fetched for a client. */
