@@ -5,24 +5,13 @@ import {
   APIUserAbortError,
 } from '@composio/client';
 import { ComposioRequestCancelledError, ComposioTriggerTypeNotFoundError } from '@composio/core';
-import { AppError } from '../errors.js';
 import { BudgetExhausted } from './call-budget.js';
+import { ComposioFailure, wholeSeconds, type ComposioRefusal } from './failure.js';
 
 /**
- * The one place where whatever Composio or its SDK throws becomes the broker's `AppError`.
- * Callers elsewhere only ever see these codes.
+ * The one place where whatever Composio or its SDK throws becomes a `ComposioFailure`.
+ * Callers elsewhere only ever see those.
  */
-export const ComposioErrorCode = {
-  notFound: 'composio_not_found',
-  conflict: 'composio_conflict',
-  rejected: 'composio_rejected',
-  rateLimited: 'upstream_rate_limited',
-  unavailable: 'upstream_unavailable',
-  authConfigRequired: 'auth_config_required',
-  reconnectRequired: 'reconnect_required',
-  /** 403: the project key may not do this (a scoped key); callers may fall back. */
-  forbidden: 'composio_forbidden',
-} as const;
 
 /** When Composio answers 429 without saying how long to back off. */
 const DEFAULT_RATE_LIMIT_PAUSE_MS = 5_000;
@@ -32,6 +21,8 @@ export interface ErrorContext {
   readonly subject?: string | undefined;
   readonly toolkit?: string | undefined;
   readonly timeoutMs: number;
+  /** The call's own deadline passed, whatever the error says. */
+  readonly timedOut?: boolean | undefined;
 }
 
 /** The sentence shown when an app's sign-in is gone; the agent can fix it itself. */
@@ -57,53 +48,51 @@ const NO_MANAGED_AUTH = /does not manage auth for toolkit\s+([A-Za-z0-9_-]+)/i;
 /** Connected-account-not-found during execution (the SDK special-cases the same code). */
 const ACCOUNT_NOT_FOUND_ON_EXECUTE = 1803;
 
-export function toAppError(error: unknown, context: ErrorContext): AppError {
-  if (error instanceof AppError) return error;
-  if (error instanceof BudgetExhausted) return rateLimited(error.retryAfterMs);
+export function toFailure(error: unknown, context: ErrorContext): ComposioFailure {
+  if (error instanceof ComposioFailure) return error;
+  const { subject } = context;
+  if (error instanceof BudgetExhausted) return rateLimited(error.retryAfterMs, subject);
   if (error instanceof ComposioTriggerTypeNotFoundError) {
     // Core's own message names the slug: "Trigger type GMAIL_X not found".
-    return new AppError(404, ComposioErrorCode.notFound, sentence(error.message) ?? 'Composio has no such trigger type.');
+    return new ComposioFailure('not_found', sentence(error.message) ?? 'Composio has no such trigger type.', { subject });
   }
-  if (isTimeout(error)) {
+  if (context.timedOut || isTimeout(error)) {
     const seconds = Math.max(1, Math.round(context.timeoutMs / 1000));
-    return new AppError(502, ComposioErrorCode.unavailable, `Composio did not answer within ${seconds} s; try again shortly.`);
+    return unavailable(`Composio did not answer within ${seconds} s; try again shortly.`, subject);
   }
   const api = findApiError(error);
-  if (api === undefined) {
-    return new AppError(502, ComposioErrorCode.unavailable, 'Composio gave an answer the managed service could not use; try again shortly.');
-  }
+  if (api === undefined) return unavailable('Composio gave an answer the managed service could not use; try again shortly.', subject);
   if (api instanceof APIConnectionError || api.status === undefined) {
-    return new AppError(502, ComposioErrorCode.unavailable, 'Composio could not be reached; try again shortly.');
+    return unavailable('Composio could not be reached; try again shortly.', subject);
   }
 
   const { message, code } = readBody(api);
   const status = api.status;
   const managed = NO_MANAGED_AUTH.exec(message);
-  if (managed) return new AppError(422, ComposioErrorCode.authConfigRequired, authConfigRequiredMessage(context.toolkit ?? managed[1] ?? 'this app'));
-  if (code === ACCOUNT_NOT_FOUND_ON_EXECUTE || /USER_NOT_LOGGED_IN/.test(message)) {
-    return new AppError(409, ComposioErrorCode.reconnectRequired, reconnectMessage(context.toolkit));
+  if (managed) {
+    const toolkit = context.toolkit ?? managed[1] ?? 'this app';
+    return refused('auth_config_required', authConfigRequiredMessage(toolkit), subject);
   }
-  if (status === 429) return rateLimited(retryAfterMs(api) ?? DEFAULT_RATE_LIMIT_PAUSE_MS);
+  if (code === ACCOUNT_NOT_FOUND_ON_EXECUTE || /USER_NOT_LOGGED_IN/.test(message)) {
+    return refused('reconnect_required', reconnectMessage(context.toolkit), subject);
+  }
+  if (status === 429) return rateLimited(retryAfterMs(api) ?? DEFAULT_RATE_LIMIT_PAUSE_MS, subject);
   if (status === 404 || (status === 400 && /not found/i.test(message))) {
-    return new AppError(404, ComposioErrorCode.notFound, `Composio does not know this ${context.subject ?? 'item'}.`);
+    return new ComposioFailure('not_found', `Composio does not know this ${subject ?? 'item'}.`, { subject });
   }
   if (status === 409) {
-    return new AppError(409, ComposioErrorCode.conflict, sentence(message) ?? `Composio refused: this ${context.subject ?? 'item'} conflicts with another.`);
+    return refused('conflict', sentence(message) ?? `Composio refused: this ${subject ?? 'item'} conflicts with another.`, subject);
   }
-  // Our project key, not the person's app: nothing the client can fix, so a 5xx either way.
+  // Our project key, not the person's app: nothing the client can fix.
   if (status === 401) {
-    return new AppError(502, ComposioErrorCode.unavailable, 'Composio refused the managed service\'s project key; the operators have to fix it.');
+    return unavailable('Composio refused the managed service\'s project key; the operators have to fix it.', subject);
   }
   if (status === 403) {
-    return new AppError(502, ComposioErrorCode.forbidden, 'Composio does not allow the managed service\'s project key to do this; the operators have to fix it.');
+    return refused('forbidden', 'Composio does not allow the managed service\'s project key to do this; the operators have to fix it.', subject);
   }
-  if (status >= 500 || status === 408) {
-    return new AppError(502, ComposioErrorCode.unavailable, `Composio is having trouble (HTTP ${status}); try again shortly.`);
-  }
-  if (status === 400 || status === 422) {
-    return new AppError(400, ComposioErrorCode.rejected, sentence(message) ?? 'Composio refused the request.');
-  }
-  return new AppError(502, ComposioErrorCode.unavailable, `Composio answered HTTP ${status}; try again shortly.`);
+  if (status >= 500 || status === 408) return unavailable(`Composio is having trouble (HTTP ${status}); try again shortly.`, subject);
+  if (status === 400 || status === 422) return refused('invalid', sentence(message) ?? 'Composio refused the request.', subject);
+  return unavailable(`Composio answered HTTP ${status}; try again shortly.`, subject);
 }
 
 /** How long a 429 asked us to wait, from `retry-after-ms` or `retry-after` (seconds or a date). */
@@ -135,14 +124,21 @@ export function isConnectionFailure(error: unknown): boolean {
   return api instanceof APIConnectionError && !(api instanceof APIConnectionTimeoutError);
 }
 
-function rateLimited(waitMs: number): AppError {
-  const seconds = Math.max(1, Math.ceil(waitMs / 1000));
-  return new AppError(
-    503,
-    ComposioErrorCode.rateLimited,
-    `Composio is limiting the managed service's calls right now; try again in ${seconds} s.`,
-    { 'retry-after': String(seconds) },
+/** Composio (or the budget for it) says wait; the sentence names the wait the client is told. */
+function rateLimited(waitMs: number, subject?: string): ComposioFailure {
+  return new ComposioFailure(
+    'rate_limited',
+    `Composio is limiting the managed service's calls right now; try again in ${wholeSeconds(waitMs)} s.`,
+    { subject, retryAfterMs: waitMs },
   );
+}
+
+export function unavailable(message: string, subject?: string): ComposioFailure {
+  return new ComposioFailure('unavailable', message, { subject });
+}
+
+function refused(reason: ComposioRefusal, message: string, subject: string | undefined): ComposioFailure {
+  return new ComposioFailure('refused', message, { reason, subject });
 }
 
 function isTimeout(error: unknown): boolean {

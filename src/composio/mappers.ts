@@ -1,12 +1,13 @@
 import type { Client } from './sdk.js';
-import type {
-  ConnectedAccount,
-  ConnectedAccountStatus,
-  ConnectLink,
-  SessionToolkit,
-  ToolRouterSession,
-  TriggerInstance,
-  TriggerType,
+import {
+  CONNECTED_ACCOUNT_STATUSES,
+  type ConnectedAccount,
+  type ConnectedAccountStatus,
+  type ConnectLink,
+  type SessionToolkit,
+  type ToolRouterSession,
+  type TriggerInstance,
+  type TriggerType,
 } from './types.js';
 
 /**
@@ -22,15 +23,7 @@ type RawLink = Raw<Client['toolRouter']['session']['link']>;
 type RawTriggerType = Raw<Client['triggersTypes']['retrieve']>;
 type RawTriggerInstance = Raw<Client['triggerInstances']['listActive']>['items'][number];
 
-const STATUSES: ReadonlySet<string> = new Set<ConnectedAccountStatus>([
-  'INITIALIZING',
-  'INITIATED',
-  'ACTIVE',
-  'FAILED',
-  'EXPIRED',
-  'INACTIVE',
-  'REVOKED',
-]);
+const STATUSES: ReadonlySet<string> = new Set(CONNECTED_ACCOUNT_STATUSES);
 
 /** A status outside Composio's documented enum is treated as not usable. */
 export function toStatus(value: string): ConnectedAccountStatus {

@@ -4,14 +4,10 @@
  * these types; nothing else knows the SDK exists.
  */
 
-export type ConnectedAccountStatus =
-  | 'INITIALIZING'
-  | 'INITIATED'
-  | 'ACTIVE'
-  | 'FAILED'
-  | 'EXPIRED'
-  | 'INACTIVE'
-  | 'REVOKED';
+/** A connected account's lifecycle, as Composio documents it; the simulator reads this list too. */
+export const CONNECTED_ACCOUNT_STATUSES = ['INITIALIZING', 'INITIATED', 'ACTIVE', 'FAILED', 'EXPIRED', 'INACTIVE', 'REVOKED'] as const;
+
+export type ConnectedAccountStatus = (typeof CONNECTED_ACCOUNT_STATUSES)[number];
 
 /** One page of a cursor-paginated Composio list. `nextCursor` is null on the last page. */
 export interface Page<T> {
@@ -69,14 +65,6 @@ export interface ConnectLink {
   /** The account Composio created in `INITIATED` state; it turns `ACTIVE` once the person consents. */
   readonly connectedAccountId: string;
   readonly expiresAt: string | null;
-}
-
-export interface AuthConfigSummary {
-  readonly id: string;
-  readonly toolkit: string;
-  readonly authScheme: string | null;
-  readonly isComposioManaged: boolean;
-  readonly enabled: boolean;
 }
 
 export interface TriggerType {
@@ -139,9 +127,6 @@ export interface ComposioGateway {
   /** Revokes the account's tokens at the provider (when asked and possible), then deletes it. */
   deleteConnectedAccount(id: string, options: { readonly revoke: boolean }): Promise<{ revoked: boolean }>;
 
-  // Auth configs
-  listAuthConfigs(toolkit: string): Promise<AuthConfigSummary[]>;
-
   // Triggers
   getTriggerType(slug: string): Promise<TriggerType>;
   upsertTrigger(input: UpsertTriggerInput): Promise<{ triggerId: string }>;
@@ -158,8 +143,10 @@ export interface ComposioGateway {
 
   /**
    * Sends one request to a Session's MCP endpoint with the project key, within the call budget
-   * (a 429 pauses it like any other). No deadline of its own: tool calls may run for minutes,
-   * so the caller's signal decides. Answers the upstream response as it is, whatever its status.
+   * and deadline like any other call. The deadline covers the answer's status and headers
+   * only: tool calls stream for minutes, so the caller's signal bounds the body. Composio's own
+   * failures (an untrusted host, unreachable, a 404 to a request outside any MCP session, 429,
+   * 5xx) are thrown as `ComposioFailure`s; the MCP server's answers come back as they are.
    */
   fetchMcp(url: string, init: { method: string; headers: Record<string, string>; body?: Uint8Array; signal: AbortSignal }): Promise<Response>;
   /** Whether a URL (MCP endpoint, consent link) may be handed to or fetched for a client. */

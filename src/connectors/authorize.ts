@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { ComposioGateway, ConnectedAccount } from '../composio/index.js';
-import { ComposioErrorCode } from '../composio/index.js';
+import { ComposioFailure } from '../composio/index.js';
 import type { Db } from '../db/database.js';
-import { AppError, badRequest, conflict } from '../errors.js';
+import { badRequest, conflict } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { listAccounts } from './inventory.js';
 import { sameAlias } from './patterns.js';
@@ -74,7 +74,7 @@ export async function authorize(
   );
   // The client refuses anything else; a link elsewhere would mean Composio was impersonated.
   if (!composio.isTrustedHost(link.url)) {
-    throw new AppError(502, ComposioErrorCode.unavailable, 'Composio returned a sign-in link on an unexpected host; try again later.');
+    throw new ComposioFailure('unavailable', 'Composio returned a sign-in link on an unexpected host; try again later.');
   }
   return { url: link.url, connectedAccountId: link.connectedAccountId, alias, expiresAt: link.expiresAt };
 }

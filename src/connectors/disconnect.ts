@@ -1,8 +1,8 @@
-import type { ComposioGateway } from '../composio/index.js';
+import { isComposioNotFound, type ComposioGateway } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import type { Installation } from '../installations/installations.js';
 import { listAccounts } from './inventory.js';
-import { isNotFound, withSession } from './session.js';
+import { withSession } from './session.js';
 
 /**
  * Revokes and deletes one account — only after proving it belongs to this installation's
@@ -15,14 +15,14 @@ export async function disconnectAccount(
   accountId: string,
 ): Promise<{ removed: 0 | 1 }> {
   const account = await composio.getConnectedAccount(accountId).catch((error: unknown) => {
-    if (isNotFound(error)) return null;
+    if (isComposioNotFound(error)) return null;
     throw error;
   });
   if (!account || account.userId !== installation.composioUserId || account.toolkit !== toolkit) return { removed: 0 };
   try {
     await composio.deleteConnectedAccount(account.id, { revoke: true });
   } catch (error) {
-    if (isNotFound(error)) return { removed: 0 };
+    if (isComposioNotFound(error)) return { removed: 0 };
     throw error;
   }
   return { removed: 1 };
@@ -56,7 +56,7 @@ export async function revokeAllAccounts(composio: ComposioGateway, composioUserI
       await composio.deleteConnectedAccount(account.id, { revoke: true });
       removed += 1;
     } catch (error) {
-      if (!isNotFound(error)) throw error;
+      if (!isComposioNotFound(error)) throw error;
     }
   }
   return removed;

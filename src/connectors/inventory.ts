@@ -1,7 +1,6 @@
 import type { ComposioGateway, ConnectedAccount, ConnectedAccountStatus, Page, SessionToolkit } from '../composio/index.js';
-import { ComposioErrorCode } from '../composio/index.js';
+import { isComposioFailure } from '../composio/index.js';
 import type { Db } from '../db/database.js';
-import { AppError } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
 
@@ -73,7 +72,7 @@ export async function inventory(
   try {
     accounts = await listAccounts(composio, installation.composioUserId, only);
   } catch (error) {
-    if (!(error instanceof AppError && error.code === ComposioErrorCode.forbidden)) throw error;
+    if (!isComposioFailure(error, 'refused', 'forbidden')) throw error;
     accounts = [];
   }
   return mergeInventory(toolkits, accounts, installation.composioUserId, only);

@@ -1,9 +1,8 @@
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { ComposioGateway } from '../composio/index.js';
-import { ComposioErrorCode, isSignedOutText, reconnectMessage, retryAfterFromHeaders } from '../composio/index.js';
+import { isSignedOutText, reconnectMessage } from '../composio/index.js';
 import type { Db } from '../db/database.js';
-import { AppError } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
 
@@ -46,24 +45,17 @@ export async function proxyMcp(
     const value = request.headers[name];
     if (typeof value === 'string') headers[name] = value;
   }
-  const resumesMcpSession = 'mcp-session-id' in headers;
 
-  const upstream = await withSession(db, composio, installation, async (session) => {
-    const response = await composio.fetchMcp(session.mcpUrl, {
+  // Composio's own failures arrive as errors (a Session it no longer knows is replaced once);
+  // the MCP server's answers to the client's requests, errors included, pass through as they are.
+  const upstream = await withSession(db, composio, installation, (session) =>
+    composio.fetchMcp(session.mcpUrl, {
       method: request.method,
       headers,
       ...(request.body && request.method === 'POST' ? { body: new Uint8Array(request.body) } : {}),
       signal: AbortSignal.any([request.signal, AbortSignal.timeout(MCP_TIMEOUT_MS)]),
-    });
-    // A 404 to a fresh request (no MCP session yet) means the Tool Router Session is gone;
-    // to a resumed one it means the MCP session expired, which the client handles itself.
-    if (response.status === 404 && !resumesMcpSession) {
-      await response.body?.cancel();
-      throw new AppError(404, ComposioErrorCode.notFound, 'Composio does not know this Session.');
-    }
-    return response;
-  });
-  await refuseUpstreamFailure(upstream);
+    }),
+  );
 
   const answerHeaders: Record<string, string> = {};
   for (const name of FORWARDED_RESPONSE_HEADERS) {
@@ -79,21 +71,6 @@ export async function proxyMcp(
   }
   if (contentType.includes('json')) return { status: upstream.status, headers: answerHeaders, body: source.pipe(new JsonReconnectNote()) };
   return { status: upstream.status, headers: answerHeaders, body: source };
-}
-
-/**
- * Composio's own failures become the broker's `{error, code}` (the client shows `error`); the
- * MCP server's answers to the client's requests, errors included, pass through as they are.
- */
-async function refuseUpstreamFailure(response: Response): Promise<void> {
-  if (response.status !== 429 && response.status < 500) return;
-  await response.body?.cancel();
-  if (response.status === 429) {
-    throw new AppError(503, ComposioErrorCode.rateLimited, 'Composio is rate-limiting the managed service; try again shortly.', {
-      'retry-after': String(Math.max(1, Math.ceil(retryAfterFromHeaders(response.headers) / 1000))),
-    });
-  }
-  throw new AppError(502, ComposioErrorCode.unavailable, `Composio’s MCP endpoint failed (HTTP ${response.status}); try again shortly.`);
 }
 
 /** The note added to a signed-out tool error. */

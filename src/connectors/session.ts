@@ -1,6 +1,6 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import type { ComposioGateway } from '../composio/index.js';
-import { ComposioErrorCode } from '../composio/index.js';
+import { ComposioFailure, isComposioNotFound } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { installations } from '../db/schema.js';
 import { AppError } from '../errors.js';
@@ -29,7 +29,7 @@ export async function ensureSession(
   if (row?.sessionId && row.mcpUrl) return { sessionId: row.sessionId, mcpUrl: row.mcpUrl };
   if (row?.sessionId) {
     const existing = await composio.getSession(row.sessionId).catch((error: unknown) => {
-      if (isNotFound(error)) return null;
+      if (isComposioNotFound(error)) return null;
       throw error;
     });
     if (existing?.multiAccountEnabled) return store(db, installation.id, row.sessionId, existing);
@@ -52,7 +52,7 @@ export async function replaceSession(
   let created = await composio.createSession(installation.composioUserId);
   if (!created.multiAccountEnabled) created = await composio.createSession(installation.composioUserId);
   if (!created.multiAccountEnabled) {
-    throw new AppError(502, ComposioErrorCode.unavailable, 'Composio made a Session without multi-account mode; try again shortly.');
+    throw new ComposioFailure('unavailable', 'Composio made a Session without multi-account mode; try again shortly.');
   }
   const updated = await db
     .update(installations)
@@ -79,10 +79,6 @@ async function store(db: Db, installationId: string, sessionId: string, session:
   return { sessionId, mcpUrl: session.mcpUrl };
 }
 
-export function isNotFound(error: unknown): boolean {
-  return error instanceof AppError && error.code === ComposioErrorCode.notFound;
-}
-
 /**
  * Runs `work` with the installation's Session; if Composio no longer knows that Session
  * (404), makes a new one for the same user and runs `work` once more.
@@ -97,11 +93,11 @@ export async function withSession<T>(
   try {
     return await work(session);
   } catch (error) {
-    if (!isNotFound(error)) throw error;
+    if (!isComposioNotFound(error)) throw error;
     const known = await composio.getSession(session.sessionId).then(
       () => true,
       (lookup: unknown) => {
-        if (isNotFound(lookup)) return false;
+        if (isComposioNotFound(lookup)) return false;
         throw lookup;
       },
     );

@@ -1,5 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { ComposioFailure } from '../composio/index.js';
 import { AppError } from '../errors.js';
+import { composioFailureAnswer } from './composio-failures.js';
 
 /** Fastify's own error codes for bad requests, as the `{error, code}` a client reads. */
 const FRAMEWORK_ERRORS: Record<string, { status: number; code: string; error: string }> = {
@@ -46,6 +48,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    if (error instanceof ComposioFailure) error = composioFailureAnswer(error);
     if (error instanceof AppError) {
       if (error.status >= 500) request.log.warn({ code: error.code, msg: error.message }, 'request failed');
       void reply

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { CONNECTED_ACCOUNT_STATUSES } from '../composio/types.js';
 import { findToolkit, type ToolkitDef } from './catalog.js';
 import { SimCode, SimError, badRequest, notFound } from './errors.js';
 import { nanoId, uuid, wordId } from './ids.js';
@@ -6,15 +7,8 @@ import type { AccountRecord, AccountStatus, AuthConfigRecord, SimStore } from '.
 
 /** Connected accounts and the auth configs they hang off. */
 
-export const ACCOUNT_STATUSES: readonly AccountStatus[] = [
-  'INITIALIZING',
-  'INITIATED',
-  'ACTIVE',
-  'FAILED',
-  'EXPIRED',
-  'INACTIVE',
-  'REVOKED',
-];
+/** Composio's list, from the broker's own types: the simulator answers what the broker reads. */
+export const ACCOUNT_STATUSES: readonly AccountStatus[] = CONNECTED_ACCOUNT_STATUSES;
 
 export function getAccount(store: SimStore, id: string): AccountRecord {
   const account = store.accounts.get(id);

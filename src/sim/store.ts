@@ -1,3 +1,4 @@
+import type { ConnectedAccountStatus } from '../composio/types.js';
 import { nanoId } from './ids.js';
 import type { SessionConfigWire } from './wire.js';
 
@@ -6,7 +7,7 @@ import type { SessionConfigWire } from './wire.js';
  * `wire.ts` turns them into Composio's shapes.
  */
 
-export type AccountStatus = 'INITIALIZING' | 'INITIATED' | 'ACTIVE' | 'FAILED' | 'EXPIRED' | 'INACTIVE' | 'REVOKED';
+export type AccountStatus = ConnectedAccountStatus;
 
 export interface SessionRecord {
   readonly id: string;

@@ -1,10 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { BaseLogger } from 'pino';
-import { ComposioErrorCode, reconnectMessage, type ComposioGateway, type ConnectedAccount, type TriggerType } from '../composio/index.js';
+import {
+  isComposioFailure,
+  isComposioNotFound,
+  reconnectMessage,
+  type ComposioGateway,
+  type ConnectedAccount,
+  type TriggerType,
+} from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
-import { isComposioNotFound } from './errors.js';
 import type { CreateTriggerInput } from './input.js';
 import {
   findTriggerByAutomation,
@@ -170,7 +176,7 @@ async function ownedAccount(composio: ComposioGateway, owner: TriggerOwner, inpu
   if (account.toolkit.toLowerCase() !== input.toolkit) {
     throw badRequest(`body.connectedAccountId: the account is a ${account.toolkit} account, not ${input.toolkit}`, 'toolkit_mismatch');
   }
-  if (account.status !== 'ACTIVE') throw new AppError(409, ComposioErrorCode.reconnectRequired, reconnectMessage(input.toolkit));
+  if (account.status !== 'ACTIVE') throw conflict(reconnectMessage(input.toolkit), 'reconnect_required');
   return account;
 }
 
@@ -195,7 +201,7 @@ async function discardComposioTrigger(deps: TriggerDeps, triggerId: string): Pro
   } catch (error) {
     if (isComposioNotFound(error)) return;
     // The request fails with its own error; this one only leaves an orphan for the operators.
-    deps.log.warn({ composioTriggerId: triggerId, code: error instanceof AppError ? error.code : 'unknown' }, 'could not delete an unkept Composio trigger');
+    deps.log.warn({ composioTriggerId: triggerId, code: isComposioFailure(error) || error instanceof AppError ? error.code : 'unknown' }, 'could not delete an unkept Composio trigger');
   }
 }
 

@@ -1,9 +1,9 @@
 import type { BaseLogger } from 'pino';
-import type { ComposioGateway } from '../composio/index.js';
+import { isComposioFailure, isComposioNotFound, type ComposioGateway } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { TriggerDeps } from './create.js';
-import { isComposioNotFound, triggerNotFound } from './errors.js';
+import { triggerNotFound } from './errors.js';
 import { deleteTriggerRow, findTrigger, listInstallationTriggers } from './store.js';
 
 /** How many Composio deletions run at once when an installation is removed. */
@@ -50,7 +50,7 @@ export async function deleteInstallationTriggers(
             installationId,
             triggerId: row.id,
             composioTriggerId: row.composioTriggerId,
-            code: error instanceof AppError ? error.code : 'unknown',
+            code: isComposioFailure(error) || error instanceof AppError ? error.code : 'unknown',
             cause: error instanceof Error ? error.message : String(error),
           },
           'could not delete a trigger of a removed installation',

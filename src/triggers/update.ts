@@ -1,6 +1,7 @@
+import { isComposioNotFound } from '../composio/index.js';
 import { conflict } from '../errors.js';
 import type { TriggerDeps } from './create.js';
-import { isComposioNotFound, triggerNotFound } from './errors.js';
+import { triggerNotFound } from './errors.js';
 import { getTrigger } from './list.js';
 import { findTrigger, setTriggerRowEnabled } from './store.js';
 import type { TriggerView } from './view.js';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { connectAccount, startHarness, type Harness } from './harness.js';
+import { answered, connectAccount, startHarness, type Harness } from './harness.js';
 
 /** Connected accounts: listing with cursors, reading, deleting with revocation. */
 
@@ -95,6 +95,6 @@ describe('deleting an account', () => {
 
   it('says not found for an unknown account', async () => {
     h = await startHarness();
-    await expect(h.gateway.deleteConnectedAccount('ca_nope', { revoke: true })).rejects.toMatchObject({ status: 404, code: 'composio_not_found' });
+    await expect(answered(h.gateway.deleteConnectedAccount('ca_nope', { revoke: true }))).rejects.toMatchObject({ status: 404, code: 'composio_not_found' });
   });
 });

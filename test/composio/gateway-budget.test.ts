@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.js';
-import { startHarness, type Harness } from './harness.js';
+import { answered, startHarness, type Harness } from './harness.js';
 
 /**
  * The SDK's own retries are off (a 429 is sent once, not three times within milliseconds), and
@@ -10,7 +10,7 @@ import { startHarness, type Harness } from './harness.js';
 let h: Harness;
 afterEach(async () => h?.close());
 
-const rejection = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as AppError);
+const rejection = (p: Promise<unknown>) => answered(p).then(() => undefined, (e: unknown) => e as AppError);
 
 describe('retry suppression', () => {
   it.each([

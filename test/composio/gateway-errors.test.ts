@@ -1,23 +1,25 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.js';
-import { createComposioGateway } from '../../src/composio/index.js';
-import { connectAccount, silentLogger, startHarness, type Harness } from './harness.js';
+import { ComposioFailure, createComposioGateway } from '../../src/composio/index.js';
+import { answered, connectAccount, silentLogger, startHarness, type Harness } from './harness.js';
 
-/** Every way Composio can fail, as the broker's own errors. */
+/** Every way Composio can fail, as the broker's own failures and as a client then sees them. */
 
 let h: Harness;
 afterEach(async () => h?.close());
 
 async function failure(promise: Promise<unknown>): Promise<AppError> {
-  const error = await promise.then(
+  const failed = await promise.then(
     () => undefined,
     (e: unknown) => e,
   );
+  expect(failed).toBeInstanceOf(ComposioFailure);
+  const error = await answered(Promise.reject(failed)).catch((e: unknown) => e);
   expect(error).toBeInstanceOf(AppError);
   return error as AppError;
 }
 
-describe('Composio errors become AppErrors', () => {
+describe('Composio errors become failures, answered as the broker’s errors', () => {
   it('maps 404 to composio_not_found', async () => {
     h = await startHarness();
     const error = await failure(h.gateway.getConnectedAccount('ca_missing'));

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { linkToken, startHarness, type Harness } from './harness.js';
+import { ComposioFailure } from '../../src/composio/index.js';
+import { answered, authConfigsOf, linkToken, startHarness, type Harness } from './harness.js';
 
 /** Tool Router Sessions, their toolkits and connect links, through the real SDK. */
 
@@ -85,10 +86,10 @@ describe('connect links', () => {
 
   it('lists the auth config Composio created for a managed toolkit', async () => {
     h = await startHarness();
-    expect(await h.gateway.listAuthConfigs('gmail')).toEqual([]);
+    expect(authConfigsOf(h, 'gmail')).toEqual([]);
     const session = await h.gateway.createSession('omb_user1');
     await h.gateway.createLink(session.sessionId, 'gmail', { alias: 'work' });
-    expect(await h.gateway.listAuthConfigs('gmail')).toEqual([
+    expect(authConfigsOf(h, 'gmail')).toEqual([
       { id: expect.stringMatching(/^ac_/), toolkit: 'gmail', authScheme: 'OAUTH2', isComposioManaged: true, enabled: true },
     ]);
   });
@@ -115,7 +116,7 @@ describe('MCP and trust', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('mcp-session-id')).toBeTruthy();
     await response.body?.cancel();
-    await expect(h.gateway.fetchMcp('https://evil.example/tool_router/x/mcp', mcpInit())).rejects.toMatchObject({
+    await expect(answered(h.gateway.fetchMcp('https://evil.example/tool_router/x/mcp', mcpInit()))).rejects.toMatchObject({
       status: 502,
       code: 'upstream_unavailable',
     });
@@ -125,12 +126,55 @@ describe('MCP and trust', () => {
     h = await startHarness();
     const session = await h.gateway.createSession('user_mcp_429');
     h.sim.controls.injectFault({ status: 429, retryAfter: 1, path: '/tool_router/', times: 1 });
-    const limited = await h.gateway.fetchMcp(session.mcpUrl, mcpInit());
-    expect(limited.status).toBe(429);
-    await limited.body?.cancel();
+    await expect(answered(h.gateway.fetchMcp(session.mcpUrl, mcpInit()))).rejects.toMatchObject({
+      status: 503,
+      code: 'upstream_rate_limited',
+      headers: { 'retry-after': '1' },
+    });
     const started = performance.now();
     await h.gateway.getSession(session.sessionId);
     expect(performance.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
+  it('bounds the MCP answer’s status and headers by timeoutMs, not its streamed body', async () => {
+    h = await startHarness({ timeoutMs: 500 });
+    const session = await h.gateway.createSession('user_mcp_slow');
+    h.sim.controls.setMcpStreaming({ chunks: 4, intervalMs: 250, times: 1 });
+    const started = performance.now();
+    const streamed = await h.gateway.fetchMcp(session.mcpUrl, { ...mcpInit(), headers: { 'content-type': 'application/json', accept: 'text/event-stream' } });
+    expect(await streamed.text()).toContain('"result"');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(700);
+    expect(h.calls.at(-1)).toMatchObject({ operation: 'mcp', outcome: 'ok' });
+
+    h.sim.controls.injectFault({ delayMs: 3_000, path: '/tool_router/', times: 1 });
+    const waited = performance.now();
+    await expect(answered(h.gateway.fetchMcp(session.mcpUrl, mcpInit()))).rejects.toMatchObject({
+      status: 502,
+      code: 'upstream_unavailable',
+      message: 'Composio did not answer within 1 s; try again shortly.',
+    });
+    expect(performance.now() - waited).toBeLessThan(1_500);
+  });
+
+  it('lets the caller’s abort end an MCP stream, as its own abort rather than a Composio failure', async () => {
+    h = await startHarness();
+    const session = await h.gateway.createSession('user_mcp_abort');
+    h.sim.controls.setMcpStreaming({ chunks: 4, intervalMs: 500, times: 1 });
+    const caller = new AbortController();
+    const response = await h.gateway.fetchMcp(session.mcpUrl, {
+      ...mcpInit(caller.signal),
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    });
+    const reader = response.body!.getReader();
+    await reader.read();
+    caller.abort();
+    await expect(reader.read()).rejects.toThrow();
+
+    const early = new AbortController();
+    early.abort();
+    const refused = await h.gateway.fetchMcp(session.mcpUrl, mcpInit(early.signal)).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(Error);
+    expect(refused).not.toBeInstanceOf(ComposioFailure);
   });
 
   it('trusts composio.dev over https and exactly the configured origin', async () => {

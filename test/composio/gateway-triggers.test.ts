@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { connectAccount, startHarness, type Harness } from './harness.js';
+import { answered, connectAccount, startHarness, type Harness } from './harness.js';
 
 /** Trigger types and trigger instances, through the real SDK. */
 
@@ -89,10 +89,10 @@ describe('trigger instances', () => {
     const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
     await h.sim.controls.expireAccount(accountId);
     await expect(
-      h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} }),
+      answered(h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} })),
     ).rejects.toMatchObject({ status: 400, code: 'composio_rejected' });
     await expect(
-      h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NOPE', connectedAccountId: accountId, config: {} }),
+      answered(h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NOPE', connectedAccountId: accountId, config: {} })),
     ).rejects.toMatchObject({ status: 404, code: 'composio_not_found' });
   });
 });

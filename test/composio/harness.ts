@@ -1,5 +1,6 @@
 import { pino } from 'pino';
-import { createComposioGateway, type ComposioGateway, type ComposioGatewayOptions } from '../../src/composio/index.js';
+import { ComposioFailure, createComposioGateway, type ComposioGateway, type ComposioGatewayOptions } from '../../src/composio/index.js';
+import { composioFailureAnswer } from '../../src/http/composio-failures.js';
 import { startSimulator, type Simulator } from '../../src/sim/index.js';
 
 export interface CallRecord {
@@ -31,6 +32,27 @@ export async function startHarness(overrides: Partial<ComposioGatewayOptions> = 
     ...overrides,
   });
   return { sim, gateway, calls, close: () => sim.close() };
+}
+
+/** A call's failure as a client would see it: the status, code, sentence and headers the broker answers. */
+export function answered<T>(promise: Promise<T>): Promise<T> {
+  return promise.catch((error: unknown) => {
+    throw error instanceof ComposioFailure ? composioFailureAnswer(error) : error;
+  });
+}
+
+/** The project's auth configs for a toolkit, as the simulator holds them. */
+export function authConfigsOf(h: Harness, toolkit: string) {
+  return h.sim.controls
+    .state()
+    .authConfigs.filter((c) => c.toolkit.slug === toolkit)
+    .map((c) => ({
+      id: c.id,
+      toolkit: c.toolkit.slug,
+      authScheme: c.auth_scheme,
+      isComposioManaged: c.is_composio_managed,
+      enabled: c.status === 'ENABLED',
+    }));
 }
 
 /** The link token at the end of a consent URL. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { deleteInstallationTriggers } from '../../src/triggers/delete.js';
+import { answered } from '../composio/harness.js';
 import { LogCapture } from '../support/app.js';
 import {
   composioTrigger,
@@ -70,7 +71,7 @@ describe('deleteInstallationTriggers', () => {
     const logs = new LogCapture();
 
     await expect(
-      deleteInstallationTriggers(world.t.database.db, world.h.gateway, who.installationId, createLogger('info', logs)),
+      answered(deleteInstallationTriggers(world.t.database.db, world.h.gateway, who.installationId, createLogger('info', logs))),
     ).rejects.toMatchObject({ status: 502, code: 'upstream_unavailable' });
     expect(composioTrigger(world, triggers[0]!.composioTriggerId)).toBeUndefined();
     expect(composioTrigger(world, triggers[2]!.composioTriggerId)).toBeUndefined();

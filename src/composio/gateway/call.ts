@@ -1,0 +1,126 @@
+import type { Logger } from 'pino';
+import { BudgetExhausted, CallBudget } from '../call-budget.js';
+import { isConnectionFailure, toFailure } from '../errors.js';
+import type { ComposioFailure } from '../failure.js';
+
+export interface CallCoreOptions {
+  /** The budget for HTTP requests to Composio, shared by everything the gateway does. */
+  readonly callsPerMinute: number;
+  /** Bound on each call's answer, and on how long a call may queue for budget. */
+  readonly timeoutMs: number;
+  readonly logger: Logger;
+  /** Called once per call with outcome `ok` or the failure's code (for metrics). */
+  readonly onCall?: ((operation: string, outcome: string, seconds: number) => void) | undefined;
+}
+
+/** What a call is about and how it may be handled. */
+export interface CallAbout {
+  /** In words, for the failure's sentence: `connected account ca_1`, `Session trs_1`. */
+  readonly subject?: string;
+  readonly toolkit?: string;
+  /** Safe to send again when the connection failed before any answer. */
+  readonly idempotent?: boolean;
+  /** The caller's own signal: its abort cancels the call and is passed on as it is. */
+  readonly signal?: AbortSignal;
+}
+
+export interface CallCore {
+  /**
+   * Every Composio call goes through here: budget (`cost` = HTTP requests it makes), one
+   * deadline for the answer, a 429 pausing the budget, failures mapped once, `onCall` for
+   * metrics. `outcomeOf` names a successful answer for metrics when `ok` says too little.
+   */
+  call<T>(
+    operation: string,
+    cost: number,
+    about: CallAbout,
+    fn: (signal: AbortSignal) => Promise<T>,
+    outcomeOf?: (result: T) => string,
+  ): Promise<T>;
+  /** A call refused before anything was sent: reported and logged like any other failure. */
+  refuse(operation: string, failure: ComposioFailure): ComposioFailure;
+}
+
+export function createCallCore(options: CallCoreOptions): CallCore {
+  const log = options.logger;
+  const budget = new CallBudget({ callsPerMinute: options.callsPerMinute, maxWaitMs: options.timeoutMs });
+
+  function report(operation: string, outcome: string, started: number): void {
+    options.onCall?.(operation, outcome, (performance.now() - started) / 1000);
+  }
+
+  function fail(operation: string, failure: ComposioFailure, cause: unknown, started: number): ComposioFailure {
+    const detail = { operation, code: failure.code, cause: describeCause(cause) };
+    if (failure.kind === 'unavailable' || failure.kind === 'rate_limited') log.warn(detail, 'Composio call failed');
+    else log.debug(detail, 'Composio call refused');
+    report(operation, failure.code, started);
+    return failure;
+  }
+
+  return {
+    /**
+     * The deadline starts once the budget allows the call and ends when `fn` settles: for the
+     * MCP fetch that is when the answer's status and headers are in, so a streamed body may run
+     * on for as long as the caller's signal allows.
+     *
+     * The one retry left: a call that is safe to repeat (`idempotent`) and failed to connect
+     * at all — typically a pooled keep-alive connection the other side had just closed — is
+     * sent once more at once. Statuses (429, 409, 5xx) and timeouts are never retried here.
+     */
+    async call(operation, cost, about, fn, outcomeOf) {
+      const started = performance.now();
+      const deadline = new AbortController();
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await budget.acquire(cost);
+        timer = setTimeout(() => deadline.abort(), options.timeoutMs);
+        const signal = about.signal ? AbortSignal.any([about.signal, deadline.signal]) : deadline.signal;
+        let result;
+        try {
+          result = await fn(signal);
+        } catch (error) {
+          if (!about.idempotent || signal.aborted || !isConnectionFailure(error)) throw error;
+          await budget.acquire(cost);
+          result = await fn(signal);
+        }
+        report(operation, outcomeOf?.(result) ?? 'ok', started);
+        return result;
+      } catch (error) {
+        // The caller gave up: not Composio's failure, and nobody is left to tell.
+        if (about.signal?.aborted) throw error;
+        const failure = toFailure(error, {
+          subject: about.subject,
+          toolkit: about.toolkit,
+          timeoutMs: options.timeoutMs,
+          timedOut: deadline.signal.aborted,
+        });
+        // Composio asked everybody to wait; our own budget refusing asks nothing new.
+        if (failure.kind === 'rate_limited' && !(error instanceof BudgetExhausted)) budget.pause(failure.retryAfterMs ?? 0);
+        throw fail(operation, failure, error, started);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+
+    refuse(operation, failure) {
+      return fail(operation, failure, failure, performance.now());
+    },
+  };
+}
+
+/** "Connection error. <- fetch failed <- other side closed": the chain a log reader needs. */
+function describeCause(error: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
+    if (current instanceof Error) {
+      const code = (current as { code?: unknown }).code;
+      parts.push(typeof code === 'string' ? `${current.message} (${code})` : current.message);
+      current = current.cause;
+    } else {
+      parts.push(String(current));
+      break;
+    }
+  }
+  return parts.join(' <- ');
+}
