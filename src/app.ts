@@ -20,7 +20,7 @@ import { metricsRoutes } from './metrics/routes.js';
 import type { Installation } from './installations/installations.js';
 import { removeInstallation } from './installations/remove.js';
 import { installationRoutes } from './installations/routes.js';
-import { operatorPublicKeys } from './operators/keys.js';
+import { operatorPublicKeys } from './operator-keys/keys.js';
 import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
 import { planRoutes } from './plans/routes.js';

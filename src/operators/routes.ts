@@ -9,7 +9,7 @@ import { registrationMode, setRegistrationMode, type RegistrationMode } from '..
 import { revokeGrant } from '../plans/holding.js';
 import { authenticateOperator, type Operator } from './admin-tokens.js';
 import { disableInstallation, enableInstallation } from './disable.js';
-import type { OperatorPublicKeys } from './keys.js';
+import type { OperatorPublicKeys } from '../operator-keys/keys.js';
 import { serviceStats } from './stats.js';
 
 declare module 'fastify' {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { base64url, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { ADMIN_AUDIENCE } from '../../src/operators/admin-tokens.js';
-import { generateOperatorKeyPair, importOperatorSigningKey, type OperatorSigningKey } from '../../src/operators/keys.js';
+import { generateOperatorKeyPair, importOperatorSigningKey, type OperatorSigningKey } from '../../src/operator-keys/keys.js';
 import { GRANT_AUDIENCE } from '../../src/plans/grants.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
