@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { and, eq, gt, isNull, sql as drizzleSql } from 'drizzle-orm';
 import type { Db, Sql } from '../db/database.js';
-import { dailyUsage, grants, installations, revokedGrants } from '../db/schema.js';
+import { dailyUsage, grants, revokedGrants } from '../db/schema.js';
 import { nextUtcMidnight, utcDay } from '../clock.js';
 import type { VerifiedGrant } from '../plans/grants.js';
 import { holdGrant } from '../plans/holding.js';
+import { checkIn, insertInstallation } from './store.js';
 import { composioUserIdFor, hashToken, newToken, TOKEN_PATTERN } from './tokens.js';
 
 /** What an authenticated request knows about its installation. */
@@ -31,11 +32,11 @@ export async function registerInstallation(
   const token = newToken();
   const row = { id: installationId, tokenHash: hashToken(token), composioUserId: composioUserIdFor(installationId) };
   if (!withGrant) {
-    await db.insert(installations).values(row);
+    await insertInstallation(db, row);
   } else {
     // One transaction: a grant found revoked while being bound leaves no installation behind.
     await db.transaction(async (tx) => {
-      await tx.insert(installations).values(row);
+      await insertInstallation(tx, row);
       await holdGrant(tx, withGrant.grant, installationId, withGrant.now);
     });
   }
@@ -52,27 +53,7 @@ const LAST_SEEN_RESOLUTION_SECONDS = 60;
  */
 export async function authenticate(sql: Sql, token: string): Promise<Installation | null> {
   if (!TOKEN_PATTERN.test(token)) return null;
-  const rows = await sql<
-    {
-      id: string;
-      composio_user_id: string;
-      session_id: string | null;
-      session_mcp_url: string | null;
-      created_at: string;
-    }[]
-  >`
-    with found as (
-      select id, composio_user_id, session_id, session_mcp_url, created_at, last_seen_at
-      from installations
-      where token_hash = ${hashToken(token)} and disabled_at is null
-    ), touched as (
-      update installations set last_seen_at = now()
-      from found
-      where installations.id = found.id
-        and found.last_seen_at < now() - make_interval(secs => ${LAST_SEEN_RESOLUTION_SECONDS})
-    )
-    select id, composio_user_id, session_id, session_mcp_url, created_at from found`;
-  const row = rows[0];
+  const row = await checkIn(sql, hashToken(token), LAST_SEEN_RESOLUTION_SECONDS);
   if (!row) return null;
   return {
     id: row.id,
@@ -136,9 +117,4 @@ export async function describeInstallation(
     },
     createdAt: installation.createdAt.toISOString(),
   };
-}
-
-/** Removes the installation's row; its triggers, events and counters go with it (cascade). */
-export async function deleteInstallationRecord(db: Db, installationId: string): Promise<void> {
-  await db.delete(installations).where(eq(installations.id, installationId));
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
-import { requireInstallation } from '../http/authenticate.js';
+import { requireInstallation } from '../installations/guard.js';
 import { parseInput } from '../http/validate.js';
 import type { GrantVerifier } from './grants.js';
 import { presentGrant } from './present.js';
