@@ -23,7 +23,7 @@ import { installationRoutes } from './installations/routes.js';
 import { operatorPublicKeys } from './operator-keys/keys.js';
 import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
-import { planRoutes } from './plans/routes.js';
+import { planRoutes } from './installations/grant-routes.js';
 import { triggerRoutes } from './triggers/routes.js';
 
 export interface AppDeps {

@@ -1,7 +1,7 @@
 import { utcDay } from '../clock.js';
 import type { WebhookEvent } from '../composio/webhook-events.js';
 import type { Database } from '../db/database.js';
-import type { Quotas } from '../installations/installations.js';
+import type { Quotas } from '../plans/plan.js';
 import { matchesFilter } from '../triggers/filter.js';
 import type { IngestBatcher, TriggerMessageInput } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';

@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { currentPlan, eventsPerDay, type Quotas } from '../installations/installations.js';
+import { currentPlan, eventsPerDay, type Quotas } from '../plans/plan.js';
 
 /**
  * Below this many kept events today an installation is under its limit whatever its plan, so

@@ -4,7 +4,7 @@ import { parseWebhookEvent } from '../composio/webhook-events.js';
 import { verifyWebhookSignature } from '../composio/webhook-signature.js';
 import type { Database } from '../db/database.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
-import type { Quotas } from '../installations/installations.js';
+import type { Quotas } from '../plans/plan.js';
 import { FailureLimiter } from './failure-limiter.js';
 import { ingestWebhookEvent } from './ingest.js';
 import type { WebhookOutcome } from './outcomes.js';

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { and, eq, gt, isNull, sql as drizzleSql } from 'drizzle-orm';
 import type { Db, Sql } from '../db/database.js';
-import { dailyUsage, grants, revokedGrants } from '../db/schema.js';
 import { nextUtcMidnight, utcDay } from '../clock.js';
 import type { VerifiedGrant } from '../plans/grants.js';
-import { holdGrant } from '../plans/holding.js';
+import { currentPlan, eventsPerDay, type Plan, type Quotas } from '../plans/plan.js';
+import { holdGrant } from '../plans/store.js';
+import { usageOn } from '../plans/usage.js';
 import { checkIn, insertInstallation } from './store.js';
 import { composioUserIdFor, hashToken, newToken, TOKEN_PATTERN } from './tokens.js';
 
@@ -15,13 +15,6 @@ export interface Installation {
   readonly sessionId: string | null;
   readonly sessionMcpUrl: string | null;
   readonly createdAt: Date;
-}
-
-export type Plan = 'standard' | 'paid';
-
-export interface Quotas {
-  readonly standard: number;
-  readonly paid: number;
 }
 
 export async function registerInstallation(
@@ -64,27 +57,6 @@ export async function authenticate(sql: Sql, token: string): Promise<Installatio
   };
 }
 
-/** The plan an installation is on now: `paid` while it holds a valid, unrevoked grant. */
-export async function currentPlan(
-  db: Db,
-  installationId: string,
-  now: Date,
-): Promise<{ plan: Plan; grantExpiresAt: Date | null }> {
-  const held = await db
-    .select({ expiresAt: grants.expiresAt })
-    .from(grants)
-    .leftJoin(revokedGrants, eq(revokedGrants.jti, grants.jti))
-    .where(and(eq(grants.holderInstallationId, installationId), gt(grants.expiresAt, now), isNull(revokedGrants.jti)))
-    .orderBy(drizzleSql`${grants.expiresAt} desc`)
-    .limit(1);
-  const grant = held[0];
-  return grant ? { plan: 'paid', grantExpiresAt: grant.expiresAt } : { plan: 'standard', grantExpiresAt: null };
-}
-
-export function eventsPerDay(plan: Plan, quotas: Quotas): number {
-  return plan === 'paid' ? quotas.paid : quotas.standard;
-}
-
 export interface MeView {
   installationId: string;
   plan: Plan;
@@ -101,18 +73,15 @@ export async function describeInstallation(
 ): Promise<MeView> {
   const [{ plan }, usage] = await Promise.all([
     currentPlan(db, installation.id, now),
-    db
-      .select({ kept: dailyUsage.kept, skipped: dailyUsage.skipped })
-      .from(dailyUsage)
-      .where(and(eq(dailyUsage.installationId, installation.id), eq(dailyUsage.day, utcDay(now)))),
+    usageOn(db, installation.id, utcDay(now)),
   ]);
   return {
     installationId: installation.id,
     plan,
     quota: {
       eventsPerDay: eventsPerDay(plan, quotas),
-      keptToday: usage[0]?.kept ?? 0,
-      skippedToday: usage[0]?.skipped ?? 0,
+      keptToday: usage.kept,
+      skippedToday: usage.skipped,
       resetsAt: nextUtcMidnight(now).toISOString(),
     },
     createdAt: installation.createdAt.toISOString(),

@@ -1,8 +1,10 @@
-import { and, count, countDistinct, eq, gt, isNull, min, sql, sum } from 'drizzle-orm';
+import { count, eq, gt, min, sql } from 'drizzle-orm';
 import { utcDay } from '../clock.js';
 import type { Db } from '../db/database.js';
-import { dailyUsage, events, grants, installations, revokedGrants } from '../db/schema.js';
+import { events, installations } from '../db/schema.js';
 import { registrationMode, type RegistrationMode } from '../installations/registration.js';
+import { countPaidInstallations } from '../plans/plan.js';
+import { totalUsageOn } from '../plans/usage.js';
 
 /** The figures an operator looks at first: who uses the service, how much, and whether queues drain. */
 export interface ServiceStats {
@@ -30,7 +32,7 @@ const DAY_MS = 86_400_000;
 export async function serviceStats(db: Db, now: Date, configuredMode: RegistrationMode): Promise<ServiceStats> {
   const day = utcDay(now);
   const dayAgo = new Date(now.getTime() - DAY_MS).toISOString();
-  const [mode, [population], [paid], [usage], [queue]] = await Promise.all([
+  const [mode, [population], paidCount, usage, [queue]] = await Promise.all([
     registrationMode(db, configuredMode),
     db
       .select({
@@ -39,17 +41,8 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
         activeLastDay: sql<number>`count(*) filter (where ${installations.lastSeenAt} > ${dayAgo}::timestamptz)`.mapWith(Number),
       })
       .from(installations),
-    // The same rule as `currentPlan`: a held grant that has not expired and is not revoked.
-    db
-      .select({ installations: countDistinct(grants.holderInstallationId) })
-      .from(grants)
-      .innerJoin(installations, eq(installations.id, grants.holderInstallationId))
-      .leftJoin(revokedGrants, eq(revokedGrants.jti, grants.jti))
-      .where(and(gt(grants.expiresAt, now), isNull(revokedGrants.jti), isNull(installations.disabledAt))),
-    db
-      .select({ kept: sum(dailyUsage.kept).mapWith(Number), skipped: sum(dailyUsage.skipped).mapWith(Number) })
-      .from(dailyUsage)
-      .where(eq(dailyUsage.day, day)),
+    countPaidInstallations(db, now),
+    totalUsageOn(db, day),
     db
       .select({ depth: count(), oldest: min(events.receivedAt) })
       .from(events)
@@ -59,7 +52,6 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
 
   const total = population?.total ?? 0;
   const disabled = population?.disabled ?? 0;
-  const paidCount = paid?.installations ?? 0;
   const oldest = queue?.oldest ?? null;
   return {
     generatedAt: now.toISOString(),
@@ -70,7 +62,7 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
       byPlan: { standard: total - disabled - paidCount, paid: paidCount },
       activeLastDay: population?.activeLastDay ?? 0,
     },
-    events: { day, keptToday: usage?.kept ?? 0, skippedToday: usage?.skipped ?? 0 },
+    events: { day, keptToday: usage.kept, skippedToday: usage.skipped },
     queue: {
       depth: queue?.depth ?? 0,
       oldestUnacknowledgedAt: oldest ? oldest.toISOString() : null,
