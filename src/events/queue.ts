@@ -113,3 +113,26 @@ export async function acknowledge(sql: Sql, installationId: string, position: nu
   }
   return true;
 }
+
+/** Every installation's unacknowledged events together: what operators watch to see queues drain. */
+export interface QueueBacklog {
+  readonly depth: number;
+  readonly oldestUnacknowledgedAt: Date | null;
+}
+
+/**
+ * Queue depth and the oldest unacknowledged event, all installations together. Only
+ * installations with a backlog are visited, each through its (installation, position) index.
+ */
+export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
+  const [row] = await sql<{ depth: string | null; oldest: string | Date | null }[]>`
+    select sum(backlog.depth)::bigint as depth, min(backlog.oldest) as oldest
+    from installations i
+    cross join lateral (
+      select count(*) as depth, min(e.received_at) as oldest
+      from events e
+      where e.installation_id = i.id and e.position > i.acked_event_position
+    ) backlog
+    where i.last_event_position > i.acked_event_position`;
+  return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
+}

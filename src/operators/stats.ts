@@ -1,7 +1,8 @@
-import { count, eq, gt, min, sql } from 'drizzle-orm';
+import { count, sql } from 'drizzle-orm';
 import { utcDay } from '../clock.js';
 import type { Db } from '../db/database.js';
-import { events, installations } from '../db/schema.js';
+import { installations } from '../db/schema.js';
+import { queueBacklog } from '../events/queue.js';
 import { registrationMode, type RegistrationMode } from '../installations/registration.js';
 import { countPaidInstallations } from '../plans/plan.js';
 import { totalUsageOn } from '../plans/usage.js';
@@ -32,7 +33,7 @@ const DAY_MS = 86_400_000;
 export async function serviceStats(db: Db, now: Date, configuredMode: RegistrationMode): Promise<ServiceStats> {
   const day = utcDay(now);
   const dayAgo = new Date(now.getTime() - DAY_MS).toISOString();
-  const [mode, [population], paidCount, usage, [queue]] = await Promise.all([
+  const [mode, [population], paidCount, usage, queue] = await Promise.all([
     registrationMode(db, configuredMode),
     db
       .select({
@@ -43,16 +44,13 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
       .from(installations),
     countPaidInstallations(db, now),
     totalUsageOn(db, day),
-    db
-      .select({ depth: count(), oldest: min(events.receivedAt) })
-      .from(events)
-      .innerJoin(installations, eq(installations.id, events.installationId))
-      .where(gt(events.position, installations.ackedEventPosition)),
+    // The queue's own reading, the same one `/metrics` serves (drizzle's client is postgres.js).
+    queueBacklog(db.$client),
   ]);
 
   const total = population?.total ?? 0;
   const disabled = population?.disabled ?? 0;
-  const oldest = queue?.oldest ?? null;
+  const oldest = queue.oldestUnacknowledgedAt;
   return {
     generatedAt: now.toISOString(),
     registration: mode,
@@ -64,7 +62,7 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
     },
     events: { day, keptToday: usage.kept, skippedToday: usage.skipped },
     queue: {
-      depth: queue?.depth ?? 0,
+      depth: queue.depth,
       oldestUnacknowledgedAt: oldest ? oldest.toISOString() : null,
       oldestUnacknowledgedAgeSeconds: oldest ? Math.max(0, Math.floor((now.getTime() - oldest.getTime()) / 1000)) : null,
     },
