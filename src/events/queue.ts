@@ -1,10 +1,13 @@
 import type { Sql } from '../db/database.js';
 import { badRequest } from '../errors.js';
 
+/** What an installation's queue holds. Each shape is built by the database function that queues it. */
+export type QueuedEventType = 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+
 /** One event as an installation receives it. */
 export interface QueuedEvent {
   readonly id: string;
-  readonly type: 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+  readonly type: QueuedEventType;
   readonly triggerId: string | null;
   readonly automationId: string | null;
   readonly toolkit: string | null;
@@ -43,7 +46,7 @@ interface SliceRow {
  * in the order they were accepted. Null when the installation no longer exists.
  *
  * Reading `position > after` never skips an event: positions are allocated under the
- * installation's row lock and so become visible in order (migrations/0002_*.sql).
+ * installation's row lock and so become visible in order (migrations/functions/omb_ingest_*.sql).
  */
 export async function readQueue(
   sql: Sql,
