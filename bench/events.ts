@@ -187,8 +187,8 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
         receivedAt: now.toISOString(),
         day: now.toISOString().slice(0, 10),
         filterChecked: false,
-        planThreshold: 10_000_000,
-        dailyLimit: null,
+        quotaStandard: 10_000_000,
+        quotaPaid: 10_000_000,
       });
       return row.outcome === 'accepted';
     },

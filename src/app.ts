@@ -18,12 +18,12 @@ import { acceptEmptyJsonBodies } from './http/json.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { metricsRoutes } from './metrics/routes.js';
 import type { Installation } from './installations/installations.js';
-import { removeInstallation } from './installations/remove.js';
+import { removeInstallation } from './removal/remove-installation.js';
 import { installationRoutes } from './installations/routes.js';
-import { operatorPublicKeys } from './operators/keys.js';
+import { operatorPublicKeys } from './operator-keys/keys.js';
 import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
-import { planRoutes } from './plans/routes.js';
+import { planRoutes } from './installations/grant-routes.js';
 import { triggerRoutes } from './triggers/routes.js';
 
 export interface AppDeps {

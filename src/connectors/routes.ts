@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
-import { requireInstallation } from '../http/authenticate.js';
+import { requireInstallation } from '../installations/guard.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { parseInput } from '../http/validate.js';
 import { authorize } from './authorize.js';

@@ -1,10 +1,9 @@
-import { and, eq, isNull } from 'drizzle-orm';
 import type { ComposioGateway } from '../composio/index.js';
 import { ComposioFailure, isComposioNotFound } from '../composio/index.js';
 import type { Db } from '../db/database.js';
-import { installations } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
+import { replaceStoredSession, storedSession, storeSessionMcpUrl } from '../installations/store.js';
 
 /** The installation's Tool Router Session as the broker keeps it. */
 export interface StoredSession {
@@ -22,10 +21,7 @@ export async function ensureSession(
   composio: ComposioGateway,
   installation: Pick<Installation, 'id' | 'composioUserId'>,
 ): Promise<StoredSession> {
-  const [row] = await db
-    .select({ sessionId: installations.sessionId, mcpUrl: installations.sessionMcpUrl })
-    .from(installations)
-    .where(eq(installations.id, installation.id));
+  const row = await storedSession(db, installation.id);
   if (row?.sessionId && row.mcpUrl) return { sessionId: row.sessionId, mcpUrl: row.mcpUrl };
   if (row?.sessionId) {
     const existing = await composio.getSession(row.sessionId).catch((error: unknown) => {
@@ -54,28 +50,16 @@ export async function replaceSession(
   if (!created.multiAccountEnabled) {
     throw new ComposioFailure('unavailable', 'Composio made a Session without multi-account mode; try again shortly.');
   }
-  const updated = await db
-    .update(installations)
-    .set({ sessionId: created.sessionId, sessionMcpUrl: created.mcpUrl })
-    .where(
-      and(
-        eq(installations.id, installation.id),
-        previous === null ? isNull(installations.sessionId) : eq(installations.sessionId, previous),
-      ),
-    )
-    .returning({ sessionId: installations.sessionId, mcpUrl: installations.sessionMcpUrl });
-  if (updated[0]?.sessionId && updated[0].mcpUrl) return { sessionId: updated[0].sessionId, mcpUrl: updated[0].mcpUrl };
+  const updated = await replaceStoredSession(db, installation.id, previous, created);
+  if (updated?.sessionId && updated.mcpUrl) return { sessionId: updated.sessionId, mcpUrl: updated.mcpUrl };
   // Another request stored its Session first: use that one.
-  const [winner] = await db
-    .select({ sessionId: installations.sessionId, mcpUrl: installations.sessionMcpUrl })
-    .from(installations)
-    .where(eq(installations.id, installation.id));
+  const winner = await storedSession(db, installation.id);
   if (winner?.sessionId && winner.mcpUrl) return { sessionId: winner.sessionId, mcpUrl: winner.mcpUrl };
   throw new AppError(404, 'not_found', 'this installation no longer exists');
 }
 
 async function store(db: Db, installationId: string, sessionId: string, session: { mcpUrl: string }): Promise<StoredSession> {
-  await db.update(installations).set({ sessionMcpUrl: session.mcpUrl }).where(eq(installations.id, installationId));
+  await storeSessionMcpUrl(db, installationId, session.mcpUrl);
   return { sessionId, mcpUrl: session.mcpUrl };
 }
 

@@ -7,7 +7,9 @@ import type { Logger } from 'pino';
 import * as schema from './schema.js';
 
 export type Sql = postgres.Sql;
-export type Db = PostgresJsDatabase<typeof schema>;
+export type Db = PostgresJsDatabase<typeof schema> & { $client: Sql };
+/** The database or a transaction on it: a store's write may be one step of a larger transaction. */
+export type DbOrTransaction = Db | Parameters<Parameters<Db['transaction']>[0]>[0];
 
 export interface Database {
   /** postgres.js, for the few statements drizzle cannot say well (queue appends, LISTEN). */

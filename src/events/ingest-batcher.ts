@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../db/database.js';
 import type { WebhookOutcome } from './outcomes.js';
+import type { QueuedEventType } from './queue.js';
 
-/** One trigger message as the ingest function takes it (migrations/0002_*.sql). */
+/** One trigger message as the ingest function takes it (migrations/functions/omb_ingest_trigger_message.sql). */
 export interface TriggerMessageInput {
   readonly eventId: string;
   /** Composio's trigger id (`metadata.trigger_id`). */
@@ -15,16 +16,18 @@ export interface TriggerMessageInput {
   /** The UTC day the quota counts it in, `YYYY-MM-DD`. */
   readonly day: string;
   readonly filterChecked: boolean;
-  readonly planThreshold: number;
-  readonly dailyLimit: number | null;
+  /** Kept events a day on each plan; the database applies the plan rule itself. */
+  readonly quotaStandard: number;
+  readonly quotaPaid: number;
 }
 
 export interface TriggerMessageRow {
-  readonly outcome: WebhookOutcome | 'check_filter' | 'check_plan';
+  readonly outcome: WebhookOutcome | 'check_filter';
   readonly installation: string | null;
   readonly trigger_toolkit: string | null;
   readonly trigger_filter: Record<string, string> | null;
-  readonly appended: boolean;
+  /** The type of the event the message queued, null when it queued none. */
+  readonly queued: QueuedEventType | null;
 }
 
 interface Pending {
@@ -38,7 +41,8 @@ interface Pending {
  * fsync takes a few hundred microseconds that, not CPU, caps one-message-per-transaction ingest.
  * So: a message is written at once while fewer than `maxInFlight` transactions are running (no
  * added latency when traffic is light); otherwise it waits for the next free one and goes with
- * every message that arrived meanwhile, in one transaction (migrations/0003_*.sql). A message
+ * every message that arrived meanwhile, in one transaction
+ * (migrations/functions/omb_ingest_trigger_messages.sql). A message
  * is answered only after the transaction holding it has committed.
  *
  * A batch that fails (a message Postgres refuses, a deadlock it broke) is retried one message
@@ -114,7 +118,7 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
       (m) =>
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
         `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"filterChecked":${m.filterChecked},` +
-        `"planThreshold":${m.planThreshold},"dailyLimit":${m.dailyLimit ?? 'null'},"data":${m.dataJson}}`,
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"data":${m.dataJson}}`,
     )
     .join(',')}]`;
 }

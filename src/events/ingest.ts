@@ -1,34 +1,48 @@
 import { utcDay } from '../clock.js';
 import type { WebhookEvent } from '../composio/webhook-events.js';
 import type { Database } from '../db/database.js';
-import type { Quotas } from '../installations/installations.js';
+import type { Quotas } from '../plans/plan.js';
 import { matchesFilter } from '../triggers/filter.js';
 import type { IngestBatcher, TriggerMessageInput } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';
-import { dailyLimit, planThreshold } from './quota.js';
+import type { QueuedEventType } from './queue.js';
 
 export interface IngestDeps {
   readonly database: Database;
   readonly quotas: Quotas;
   readonly batcher: IngestBatcher;
+  /** Wakes the installation's waiting polls, in every broker process, once an append has committed. */
+  readonly notifier: { committed(installationId: string): void };
+  /** Told the type of every event queued (for metrics). */
+  readonly onQueued?: (type: QueuedEventType) => void;
 }
 
 export interface IngestResult {
   readonly outcome: WebhookOutcome;
   /** The installation the event was routed to, when it was. */
   readonly installationId: string | null;
-  /** Whether the installation's queue grew (its waiting polls should look again). */
-  readonly appended: boolean;
+  /** The type of the event the webhook put in the installation's queue, null when it queued none. */
+  readonly queued: QueuedEventType | null;
 }
 
 /**
  * Routes one verified Composio webhook to its installation's queue. `eventId` is the
- * `webhook-id`: a redelivery is stored once. Never calls Composio.
+ * `webhook-id`: a redelivery is stored once. Never calls Composio. Once an event has been
+ * queued and committed, its installation's waiting polls are woken here: no caller can forget.
  */
 export async function ingestWebhookEvent(
   deps: IngestDeps,
   input: { eventId: string; event: WebhookEvent; receivedAt: Date },
 ): Promise<IngestResult> {
+  const result = await route(deps, input);
+  if (result.queued && result.installationId) {
+    deps.notifier.committed(result.installationId);
+    deps.onQueued?.(result.queued);
+  }
+  return result;
+}
+
+function route(deps: IngestDeps, input: { eventId: string; event: WebhookEvent; receivedAt: Date }): Promise<IngestResult> {
   const { event } = input;
   switch (event.type) {
     case 'composio.trigger.message':
@@ -48,17 +62,17 @@ export async function ingestWebhookEvent(
         receivedAt: input.receivedAt,
       });
     case 'other':
-      return { outcome: 'ignored', installationId: null, appended: false };
+      return Promise.resolve({ outcome: 'ignored', installationId: null, queued: null });
   }
 }
 
 /**
- * A trigger's event: dedupe, filter, quota, append and counters happen in the database in one
- * go (migrations/0002_*.sql), usually together with other webhooks' (see IngestBatcher). The
- * database asks back only for what lives here: the filter (for a trigger that has one) and the
- * plan (for an installation near a limit).
+ * A trigger's event: dedupe, filter, plan, quota, append and counters happen in the database in
+ * one go (migrations/functions/omb_ingest_trigger_message.sql), usually together with other
+ * webhooks' (see IngestBatcher). The database asks back only for what lives here: the filter,
+ * for a trigger that has one.
  */
-export async function ingestTriggerMessage(
+async function ingestTriggerMessage(
   deps: IngestDeps,
   message: { eventId: string; composioTriggerId: string; userId: string; data: Record<string, unknown>; receivedAt: Date },
 ): Promise<IngestResult> {
@@ -71,37 +85,32 @@ export async function ingestTriggerMessage(
     receivedAt: message.receivedAt.toISOString(),
     day: utcDay(message.receivedAt),
     filterChecked: false,
-    planThreshold: planThreshold(deps.quotas),
-    dailyLimit: null,
+    quotaStandard: deps.quotas.standard,
+    quotaPaid: deps.quotas.paid,
   };
-  // At most three writes: once more after the filter, once more after the plan.
-  for (let call = 0; call < 3; call++) {
+  // At most two writes: once more after the filter.
+  for (let call = 0; call < 2; call++) {
     const row = await deps.batcher.write(input);
-    if (row.outcome === 'check_filter') {
-      if (!matchesFilter(row.trigger_toolkit ?? '', row.trigger_filter ?? {}, message.data)) {
-        return { outcome: 'filtered', installationId: row.installation, appended: false };
-      }
-      input = { ...input, filterChecked: true };
-    } else if (row.outcome === 'check_plan') {
-      input = { ...input, dailyLimit: await dailyLimit(deps.database.db, row.installation!, message.receivedAt, deps.quotas) };
-    } else {
-      return { outcome: row.outcome, installationId: row.installation, appended: row.appended };
+    if (row.outcome !== 'check_filter') return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
+    if (!matchesFilter(row.trigger_toolkit ?? '', row.trigger_filter ?? {}, message.data)) {
+      return { outcome: 'filtered', installationId: row.installation, queued: null };
     }
+    input = { ...input, filterChecked: true };
   }
   throw new Error('trigger message ingest did not settle');
 }
 
 /** An expired connected account: its triggers need a reconnect, and the installation is told once. */
-export async function ingestAccountExpired(
+async function ingestAccountExpired(
   deps: IngestDeps,
   input: { eventId: string; connectedAccountId: string; userId: string; toolkit: string | null; receivedAt: Date },
 ): Promise<IngestResult> {
-  const [row] = await deps.database.sql<{ outcome: WebhookOutcome; installation: string | null; appended: boolean }[]>`
+  const [row] = await deps.database.sql<{ outcome: WebhookOutcome; installation: string | null; queued: QueuedEventType | null }[]>`
     select * from omb_ingest_account_expired(
       ${input.eventId}::text, ${input.connectedAccountId}::text, ${input.userId}::text, ${input.toolkit}::text,
       ${input.receivedAt.toISOString()}::timestamptz)`;
   if (!row) throw new Error('omb_ingest_account_expired returned no row');
-  return { outcome: row.outcome, installationId: row.installation, appended: row.appended };
+  return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
 }
 
 /**

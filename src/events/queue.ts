@@ -1,10 +1,13 @@
 import type { Sql } from '../db/database.js';
 import { badRequest } from '../errors.js';
 
+/** What an installation's queue holds. Each shape is built by the database function that queues it. */
+export type QueuedEventType = 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+
 /** One event as an installation receives it. */
 export interface QueuedEvent {
   readonly id: string;
-  readonly type: 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+  readonly type: QueuedEventType;
   readonly triggerId: string | null;
   readonly automationId: string | null;
   readonly toolkit: string | null;
@@ -43,7 +46,7 @@ interface SliceRow {
  * in the order they were accepted. Null when the installation no longer exists.
  *
  * Reading `position > after` never skips an event: positions are allocated under the
- * installation's row lock and so become visible in order (migrations/0002_*.sql).
+ * installation's row lock and so become visible in order (migrations/functions/omb_ingest_*.sql).
  */
 export async function readQueue(
   sql: Sql,
@@ -112,4 +115,27 @@ export async function acknowledge(sql: Sql, installationId: string, position: nu
     throw badRequest('cursor is beyond the end of this installation’s queue', 'invalid_cursor');
   }
   return true;
+}
+
+/** Every installation's unacknowledged events together: what operators watch to see queues drain. */
+export interface QueueBacklog {
+  readonly depth: number;
+  readonly oldestUnacknowledgedAt: Date | null;
+}
+
+/**
+ * Queue depth and the oldest unacknowledged event, all installations together. Only
+ * installations with a backlog are visited, each through its (installation, position) index.
+ */
+export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
+  const [row] = await sql<{ depth: string | null; oldest: string | Date | null }[]>`
+    select sum(backlog.depth)::bigint as depth, min(backlog.oldest) as oldest
+    from installations i
+    cross join lateral (
+      select count(*) as depth, min(e.received_at) as oldest
+      from events e
+      where e.installation_id = i.id and e.position > i.acked_event_position
+    ) backlog
+    where i.last_event_position > i.acked_event_position`;
+  return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
 }

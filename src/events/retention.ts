@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Sql } from '../db/database.js';
+import { forgetUsageBefore } from '../plans/usage.js';
 
 /** Any fixed number: the lock that lets one broker process at a time remove expired events. */
 const RETENTION_LOCK = 7_262_011_002;
@@ -53,27 +54,9 @@ export async function removeExpiredEvents(sql: Sql, options: { horizon: Date; ba
     removed += row.removed;
     if (row.removed < batchSize) break;
   }
-  await removeOldDailyCounts(sql, horizon.slice(0, 10), batchSize);
+  // Quota counters of days past the horizon go in the same bounded batches.
+  await forgetUsageBefore(sql, horizon.slice(0, 10), batchSize);
   return { ran: true, removed };
-}
-
-/**
- * Quota counters of days past the horizon answer nothing any more (`today` and `/v1/me` read
- * only the current day); they go in the same bounded batches.
- */
-async function removeOldDailyCounts(sql: Sql, horizonDay: string, batchSize: number): Promise<void> {
-  for (const table of ['daily_usage', 'trigger_daily_usage'] as const) {
-    for (;;) {
-      const [batch] = await sql<{ removed: number }[]>`
-        with removed as (
-          delete from ${sql(table)}
-           where ctid = any(array(select ctid from ${sql(table)} where day < ${horizonDay}::date limit ${batchSize}))
-          returning 1
-        )
-        select count(*)::int as removed from removed`;
-      if ((batch?.removed ?? 0) < batchSize) break;
-    }
-  }
 }
 
 export interface RetentionJob {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
-import { requireInstallation } from '../http/authenticate.js';
+import { requireInstallation } from '../installations/guard.js';
 import { parseInput } from '../http/validate.js';
 import { decodeCursor } from './cursor.js';
 import { pollEvents } from './poll.js';

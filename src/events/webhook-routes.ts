@@ -4,10 +4,11 @@ import { parseWebhookEvent } from '../composio/webhook-events.js';
 import { verifyWebhookSignature } from '../composio/webhook-signature.js';
 import type { Database } from '../db/database.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
-import type { Quotas } from '../installations/installations.js';
+import type { Quotas } from '../plans/plan.js';
 import { FailureLimiter } from './failure-limiter.js';
 import { ingestWebhookEvent } from './ingest.js';
 import type { WebhookOutcome } from './outcomes.js';
+import type { QueuedEventType } from './queue.js';
 import type { EventsRuntime } from './runtime.js';
 
 export interface WebhookRoutesDeps {
@@ -22,7 +23,7 @@ export interface WebhookRoutesDeps {
   onQueued?: (type: QueuedEventType) => void;
 }
 
-export type QueuedEventType = 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+export type { QueuedEventType } from './queue.js';
 
 /** Trigger payloads can be large (a whole e-mail); bigger than the API's JSON limit. */
 const WEBHOOK_BODY_LIMIT = 1024 * 1024;
@@ -93,19 +94,15 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       }
 
       const result = await ingestWebhookEvent(
-        { database: deps.database, quotas: deps.quotas, batcher: events.batcher },
+        {
+          database: deps.database,
+          quotas: deps.quotas,
+          batcher: events.batcher,
+          notifier: events.notifier,
+          onQueued: deps.onQueued,
+        },
         { eventId: eventId!, event: parsed.event, receivedAt },
       );
-      if (result.appended && result.installationId) {
-        events.notifier.committed(result.installationId);
-        deps.onQueued?.(
-          result.outcome === 'over_quota'
-            ? 'quota.exceeded'
-            : parsed.event.type === 'composio.connected_account.expired'
-              ? 'connection.expired'
-              : 'trigger.event',
-        );
-      }
       count(result.outcome);
       const line = { eventId, outcome: result.outcome, installationId: result.installationId ?? undefined };
       if (result.outcome === 'user_mismatch') request.log.warn(line, 'webhook not queued: the Composio user does not own the trigger');

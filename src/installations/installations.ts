@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { and, eq, gt, isNull, sql as drizzleSql } from 'drizzle-orm';
 import type { Db, Sql } from '../db/database.js';
-import { dailyUsage, grants, installations, revokedGrants } from '../db/schema.js';
 import { nextUtcMidnight, utcDay } from '../clock.js';
 import type { VerifiedGrant } from '../plans/grants.js';
-import { holdGrant } from '../plans/holding.js';
+import { currentPlan, eventsPerDay, type Plan, type Quotas } from '../plans/plan.js';
+import { holdGrant } from '../plans/store.js';
+import { usageOn } from '../plans/usage.js';
+import { checkIn, insertInstallation } from './store.js';
 import { composioUserIdFor, hashToken, newToken, TOKEN_PATTERN } from './tokens.js';
 
 /** What an authenticated request knows about its installation. */
@@ -16,13 +17,6 @@ export interface Installation {
   readonly createdAt: Date;
 }
 
-export type Plan = 'standard' | 'paid';
-
-export interface Quotas {
-  readonly standard: number;
-  readonly paid: number;
-}
-
 export async function registerInstallation(
   db: Db,
   withGrant?: { grant: VerifiedGrant; now: Date },
@@ -31,11 +25,11 @@ export async function registerInstallation(
   const token = newToken();
   const row = { id: installationId, tokenHash: hashToken(token), composioUserId: composioUserIdFor(installationId) };
   if (!withGrant) {
-    await db.insert(installations).values(row);
+    await insertInstallation(db, row);
   } else {
     // One transaction: a grant found revoked while being bound leaves no installation behind.
     await db.transaction(async (tx) => {
-      await tx.insert(installations).values(row);
+      await insertInstallation(tx, row);
       await holdGrant(tx, withGrant.grant, installationId, withGrant.now);
     });
   }
@@ -52,27 +46,7 @@ const LAST_SEEN_RESOLUTION_SECONDS = 60;
  */
 export async function authenticate(sql: Sql, token: string): Promise<Installation | null> {
   if (!TOKEN_PATTERN.test(token)) return null;
-  const rows = await sql<
-    {
-      id: string;
-      composio_user_id: string;
-      session_id: string | null;
-      session_mcp_url: string | null;
-      created_at: string;
-    }[]
-  >`
-    with found as (
-      select id, composio_user_id, session_id, session_mcp_url, created_at, last_seen_at
-      from installations
-      where token_hash = ${hashToken(token)} and disabled_at is null
-    ), touched as (
-      update installations set last_seen_at = now()
-      from found
-      where installations.id = found.id
-        and found.last_seen_at < now() - make_interval(secs => ${LAST_SEEN_RESOLUTION_SECONDS})
-    )
-    select id, composio_user_id, session_id, session_mcp_url, created_at from found`;
-  const row = rows[0];
+  const row = await checkIn(sql, hashToken(token), LAST_SEEN_RESOLUTION_SECONDS);
   if (!row) return null;
   return {
     id: row.id,
@@ -81,27 +55,6 @@ export async function authenticate(sql: Sql, token: string): Promise<Installatio
     sessionMcpUrl: row.session_mcp_url,
     createdAt: new Date(row.created_at),
   };
-}
-
-/** The plan an installation is on now: `paid` while it holds a valid, unrevoked grant. */
-export async function currentPlan(
-  db: Db,
-  installationId: string,
-  now: Date,
-): Promise<{ plan: Plan; grantExpiresAt: Date | null }> {
-  const held = await db
-    .select({ expiresAt: grants.expiresAt })
-    .from(grants)
-    .leftJoin(revokedGrants, eq(revokedGrants.jti, grants.jti))
-    .where(and(eq(grants.holderInstallationId, installationId), gt(grants.expiresAt, now), isNull(revokedGrants.jti)))
-    .orderBy(drizzleSql`${grants.expiresAt} desc`)
-    .limit(1);
-  const grant = held[0];
-  return grant ? { plan: 'paid', grantExpiresAt: grant.expiresAt } : { plan: 'standard', grantExpiresAt: null };
-}
-
-export function eventsPerDay(plan: Plan, quotas: Quotas): number {
-  return plan === 'paid' ? quotas.paid : quotas.standard;
 }
 
 export interface MeView {
@@ -120,25 +73,17 @@ export async function describeInstallation(
 ): Promise<MeView> {
   const [{ plan }, usage] = await Promise.all([
     currentPlan(db, installation.id, now),
-    db
-      .select({ kept: dailyUsage.kept, skipped: dailyUsage.skipped })
-      .from(dailyUsage)
-      .where(and(eq(dailyUsage.installationId, installation.id), eq(dailyUsage.day, utcDay(now)))),
+    usageOn(db, installation.id, utcDay(now)),
   ]);
   return {
     installationId: installation.id,
     plan,
     quota: {
       eventsPerDay: eventsPerDay(plan, quotas),
-      keptToday: usage[0]?.kept ?? 0,
-      skippedToday: usage[0]?.skipped ?? 0,
+      keptToday: usage.kept,
+      skippedToday: usage.skipped,
       resetsAt: nextUtcMidnight(now).toISOString(),
     },
     createdAt: installation.createdAt.toISOString(),
   };
-}
-
-/** Removes the installation's row; its triggers, events and counters go with it (cascade). */
-export async function deleteInstallationRecord(db: Db, installationId: string): Promise<void> {
-  await db.delete(installations).where(eq(installations.id, installationId));
 }

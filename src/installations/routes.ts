@@ -3,10 +3,11 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests, unavailable } from '../errors.js';
-import { requireInstallation } from '../http/authenticate.js';
 import { parseInput } from '../http/validate.js';
 import type { GrantVerifier } from '../plans/grants.js';
-import { describeInstallation, registerInstallation, type Installation, type Quotas } from './installations.js';
+import type { Quotas } from '../plans/plan.js';
+import { requireInstallation } from './guard.js';
+import { describeInstallation, registerInstallation, type Installation } from './installations.js';
 import { registrationMode, type RegistrationMode } from './registration.js';
 
 export interface InstallationRoutesDeps {

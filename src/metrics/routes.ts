@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Sql } from '../db/database.js';
 import { AppError } from '../errors.js';
+import { queueBacklog } from '../events/queue.js';
 import { bearerToken } from '../http/authenticate.js';
 import type { Metrics } from './metrics.js';
 
@@ -12,18 +13,10 @@ export interface MetricsSources {
 
 /** Gauges read when scraped: queue depth and the oldest unacknowledged event, from Postgres. */
 export async function refreshQueueGauges(sql: Sql, metrics: Metrics): Promise<void> {
-  // Only installations with a backlog are visited, each through its (installation, position) index.
-  const [row] = await sql<{ depth: string | null; oldest: string | null }[]>`
-    select sum(backlog.depth)::bigint as depth, min(backlog.oldest) as oldest
-    from installations i
-    cross join lateral (
-      select count(*) as depth, min(e.received_at) as oldest
-      from events e
-      where e.installation_id = i.id and e.position > i.acked_event_position
-    ) backlog
-    where i.last_event_position > i.acked_event_position`;
-  metrics.queueDepth.set(Number(row?.depth ?? 0));
-  metrics.oldestUnacknowledgedAge.set(row?.oldest ? Math.max(0, (Date.now() - new Date(row.oldest).getTime()) / 1000) : 0);
+  const backlog = await queueBacklog(sql);
+  const oldest = backlog.oldestUnacknowledgedAt;
+  metrics.queueDepth.set(backlog.depth);
+  metrics.oldestUnacknowledgedAge.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);
 }
 
 async function scrape(sql: Sql, metrics: Metrics, sources: MetricsSources): Promise<string> {

@@ -1,8 +1,8 @@
-import { eq, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
-import { installations } from '../db/schema.js';
 import { notFound } from '../errors.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../events/channels.js';
+import { markDisabled, markEnabled } from '../installations/store.js';
 
 export interface InstallationSwitch {
   installationId: string;
@@ -18,24 +18,15 @@ const unknownInstallation = () => notFound('no installation has this id', 'insta
  */
 export async function disableInstallation(db: Db, installationId: string, now: Date): Promise<InstallationSwitch> {
   return db.transaction(async (tx) => {
-    const [row] = await tx
-      .update(installations)
-      .set({ disabledAt: sql`coalesce(${installations.disabledAt}, ${now.toISOString()}::timestamptz)` })
-      .where(eq(installations.id, installationId))
-      .returning({ disabledAt: installations.disabledAt });
-    if (!row) throw unknownInstallation();
+    const disabledAt = await markDisabled(tx, installationId, now);
+    if (!disabledAt) throw unknownInstallation();
     await tx.execute(sql`select pg_notify(${INSTALLATION_DISABLED_CHANNEL}, ${installationId})`);
-    return { installationId, disabledAt: row.disabledAt?.toISOString() ?? null };
+    return { installationId, disabledAt: disabledAt.toISOString() };
   });
 }
 
 /** Lets the installation's existing token work again. */
 export async function enableInstallation(db: Db, installationId: string): Promise<InstallationSwitch> {
-  const [row] = await db
-    .update(installations)
-    .set({ disabledAt: null })
-    .where(eq(installations.id, installationId))
-    .returning({ id: installations.id });
-  if (!row) throw unknownInstallation();
+  if (!(await markEnabled(db, installationId))) throw unknownInstallation();
   return { installationId, disabledAt: null };
 }

@@ -6,10 +6,10 @@ import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import { parseInput } from '../http/validate.js';
 import { registrationMode, setRegistrationMode, type RegistrationMode } from '../installations/registration.js';
-import { revokeGrant } from '../plans/holding.js';
+import { revokeGrant } from '../plans/store.js';
 import { authenticateOperator, type Operator } from './admin-tokens.js';
 import { disableInstallation, enableInstallation } from './disable.js';
-import type { OperatorPublicKeys } from './keys.js';
+import type { OperatorPublicKeys } from '../operator-keys/keys.js';
 import { serviceStats } from './stats.js';
 
 declare module 'fastify' {

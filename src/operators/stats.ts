@@ -1,8 +1,11 @@
-import { and, count, countDistinct, eq, gt, isNull, min, sql, sum } from 'drizzle-orm';
+import { count, sql } from 'drizzle-orm';
 import { utcDay } from '../clock.js';
 import type { Db } from '../db/database.js';
-import { dailyUsage, events, grants, installations, revokedGrants } from '../db/schema.js';
+import { installations } from '../db/schema.js';
+import { queueBacklog } from '../events/queue.js';
 import { registrationMode, type RegistrationMode } from '../installations/registration.js';
+import { countPaidInstallations } from '../plans/plan.js';
+import { totalUsageOn } from '../plans/usage.js';
 
 /** The figures an operator looks at first: who uses the service, how much, and whether queues drain. */
 export interface ServiceStats {
@@ -30,7 +33,7 @@ const DAY_MS = 86_400_000;
 export async function serviceStats(db: Db, now: Date, configuredMode: RegistrationMode): Promise<ServiceStats> {
   const day = utcDay(now);
   const dayAgo = new Date(now.getTime() - DAY_MS).toISOString();
-  const [mode, [population], [paid], [usage], [queue]] = await Promise.all([
+  const [mode, [population], paidCount, usage, queue] = await Promise.all([
     registrationMode(db, configuredMode),
     db
       .select({
@@ -39,28 +42,15 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
         activeLastDay: sql<number>`count(*) filter (where ${installations.lastSeenAt} > ${dayAgo}::timestamptz)`.mapWith(Number),
       })
       .from(installations),
-    // The same rule as `currentPlan`: a held grant that has not expired and is not revoked.
-    db
-      .select({ installations: countDistinct(grants.holderInstallationId) })
-      .from(grants)
-      .innerJoin(installations, eq(installations.id, grants.holderInstallationId))
-      .leftJoin(revokedGrants, eq(revokedGrants.jti, grants.jti))
-      .where(and(gt(grants.expiresAt, now), isNull(revokedGrants.jti), isNull(installations.disabledAt))),
-    db
-      .select({ kept: sum(dailyUsage.kept).mapWith(Number), skipped: sum(dailyUsage.skipped).mapWith(Number) })
-      .from(dailyUsage)
-      .where(eq(dailyUsage.day, day)),
-    db
-      .select({ depth: count(), oldest: min(events.receivedAt) })
-      .from(events)
-      .innerJoin(installations, eq(installations.id, events.installationId))
-      .where(gt(events.position, installations.ackedEventPosition)),
+    countPaidInstallations(db, now),
+    totalUsageOn(db, day),
+    // The queue's own reading, the same one `/metrics` serves (drizzle's client is postgres.js).
+    queueBacklog(db.$client),
   ]);
 
   const total = population?.total ?? 0;
   const disabled = population?.disabled ?? 0;
-  const paidCount = paid?.installations ?? 0;
-  const oldest = queue?.oldest ?? null;
+  const oldest = queue.oldestUnacknowledgedAt;
   return {
     generatedAt: now.toISOString(),
     registration: mode,
@@ -70,9 +60,9 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
       byPlan: { standard: total - disabled - paidCount, paid: paidCount },
       activeLastDay: population?.activeLastDay ?? 0,
     },
-    events: { day, keptToday: usage?.kept ?? 0, skippedToday: usage?.skipped ?? 0 },
+    events: { day, keptToday: usage.kept, skippedToday: usage.skipped },
     queue: {
-      depth: queue?.depth ?? 0,
+      depth: queue.depth,
       oldestUnacknowledgedAt: oldest ? oldest.toISOString() : null,
       oldestUnacknowledgedAgeSeconds: oldest ? Math.max(0, Math.floor((now.getTime() - oldest.getTime()) / 1000)) : null,
     },

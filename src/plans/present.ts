@@ -1,7 +1,7 @@
 import type { Db } from '../db/database.js';
-import { currentPlan } from '../installations/installations.js';
 import type { VerifiedGrant } from './grants.js';
-import { grantRevoked, holdGrant } from './holding.js';
+import { currentPlan } from './plan.js';
+import { grantRevoked, holdGrant } from './store.js';
 
 /** `PUT /v1/me/grant`: hold the grant and answer the plan it gives. */
 export async function presentGrant(

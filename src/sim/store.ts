@@ -1,11 +1,32 @@
 import type { ConnectedAccountStatus } from '../composio/types.js';
 import { nanoId } from './ids.js';
-import type { SessionConfigWire } from './wire.js';
 
 /**
  * The simulator's in-memory world, one per simulator instance. Records are the simulator's own;
  * `wire.ts` turns them into Composio's shapes.
  */
+
+/**
+ * The Session `config` as Composio answers it (`enabled`/`disabled`, where requests say
+ * `enable`). Defined with the records because a Session record keeps it in this shape.
+ */
+export interface SessionConfigWire {
+  user_id: string;
+  toolkits?: { enabled: string[] } | { disabled: string[] };
+  auth_configs?: Record<string, string>;
+  connected_accounts?: Record<string, string[]>;
+  manage_connections: {
+    enabled: boolean;
+    callback_url?: string;
+    enable_wait_for_connections: boolean;
+    enable_connection_removal: boolean;
+  };
+  multi_account?: { enable: boolean; max_accounts_per_toolkit: number; require_explicit_selection: boolean };
+  workbench: { enable: boolean; proxy_execution_enabled: boolean; auto_offload_threshold: number; sandbox_size: string };
+  preload: { tools: string[] };
+  search: Record<string, never>;
+  execute: Record<string, never>;
+}
 
 export type AccountStatus = ConnectedAccountStatus;
 

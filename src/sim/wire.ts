@@ -3,24 +3,8 @@ import type { AccountRecord, AuthConfigRecord, SessionRecord, SimStore, Subscrip
 
 /** Records → Composio's JSON, field for field as in `composio-api.md` and the client's wire types. */
 
-/** The Session `config` as Composio answers it (`enabled`/`disabled`, where requests say `enable`). */
-export interface SessionConfigWire {
-  user_id: string;
-  toolkits?: { enabled: string[] } | { disabled: string[] };
-  auth_configs?: Record<string, string>;
-  connected_accounts?: Record<string, string[]>;
-  manage_connections: {
-    enabled: boolean;
-    callback_url?: string;
-    enable_wait_for_connections: boolean;
-    enable_connection_removal: boolean;
-  };
-  multi_account?: { enable: boolean; max_accounts_per_toolkit: number; require_explicit_selection: boolean };
-  workbench: { enable: boolean; proxy_execution_enabled: boolean; auto_offload_threshold: number; sandbox_size: string };
-  preload: { tools: string[] };
-  search: Record<string, never>;
-  execute: Record<string, never>;
-}
+/** The Session record already keeps its config in Composio's shape. */
+export type { SessionConfigWire } from './store.js';
 
 export const ROUTER_TOOLS = ['COMPOSIO_SEARCH_TOOLS', 'COMPOSIO_MULTI_EXECUTE_TOOL', 'COMPOSIO_MANAGE_CONNECTIONS'];
 

@@ -254,8 +254,10 @@ describe('GET /v1/admin/stats', () => {
         event(plain!.installationId, 1, 50_000),
         event(dormant!.installationId, 1, 7200),
       ]);
-      await s.database.sql`update installations set acked_event_position = 1 where id = ${paid!.installationId}`;
-      await s.database.sql`update installations set acked_event_position = 1 where id = ${plain!.installationId}`;
+      // As ingest would have left them: each queue's last position, then what was acknowledged.
+      await s.database.sql`update installations set last_event_position = 3, acked_event_position = 1 where id = ${paid!.installationId}`;
+      await s.database.sql`update installations set last_event_position = 1, acked_event_position = 1 where id = ${plain!.installationId}`;
+      await s.database.sql`update installations set last_event_position = 1 where id = ${dormant!.installationId}`;
 
       const response = await s.app.inject({ method: 'GET', url: '/v1/admin/stats', headers: await asOperator(adminClaims(now)) });
       expect(response.statusCode).toBe(200);

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { base64url, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { ADMIN_AUDIENCE } from '../../src/operators/admin-tokens.js';
+import { generateOperatorKeyPair, importOperatorSigningKey, type OperatorSigningKey } from '../../src/operator-keys/keys.js';
 import { runCli as runOperatorCli } from '../../src/operators/cli/run.js';
-import { generateOperatorKeyPair, importOperatorSigningKey, type OperatorSigningKey } from '../../src/operators/keys.js';
 import { GRANT_AUDIENCE } from '../../src/plans/grants.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { generateOperatorKeyPair } from '../keys.js';
+import { generateOperatorKeyPair } from '../../operator-keys/keys.js';
 import { CommandFailed, parseOptions, UsageError, type Command } from './command.js';
 
 export const PRIVATE_KEY_FILE = 'operator-private.jwk.json';

@@ -1,5 +1,5 @@
 import { readFile, stat } from 'node:fs/promises';
-import { importOperatorSigningKey, type OperatorSigningKey } from '../keys.js';
+import { importOperatorSigningKey, type OperatorSigningKey } from '../../operator-keys/keys.js';
 import { CommandFailed, type CliIo } from './command.js';
 
 /** The operator's private JWK from `--key FILE`, with a warning when others can read the file. */

@@ -1,6 +1,5 @@
-import { inArray } from 'drizzle-orm';
 import type { Db } from '../../db/database.js';
-import { installations } from '../../db/schema.js';
+import { existingInstallationIds, insertImportedInstallations, tokenHashHolders } from '../../installations/store.js';
 import type { FirstVersionInstallation } from './rows.js';
 
 export interface ImportOutcome {
@@ -32,15 +31,10 @@ export async function importInstallations(
     await db.transaction(async (tx) => {
       for (let start = 0; start < rows.length; start += BATCH) {
         const batch = rows.slice(start, start + BATCH);
-        const [byId, byHash] = await Promise.all([
-          tx.select({ id: installations.id }).from(installations).where(inArray(installations.id, batch.map((r) => r.row.id))),
-          tx
-            .select({ id: installations.id, tokenHash: installations.tokenHash })
-            .from(installations)
-            .where(inArray(installations.tokenHash, batch.map((r) => r.row.tokenHash))),
+        const [existingIds, hashOwners] = await Promise.all([
+          existingInstallationIds(tx, batch.map((r) => r.row.id)),
+          tokenHashHolders(tx, batch.map((r) => r.row.tokenHash)),
         ]);
-        const existingIds = new Set(byId.map((r) => r.id));
-        const hashOwners = new Map(byHash.map((r) => [r.tokenHash, r.id]));
 
         const insert: FirstVersionInstallation[] = [];
         for (const { where, row } of batch) {
@@ -49,14 +43,9 @@ export async function importInstallations(
           else insert.push(row);
         }
         if (insert.length === 0) continue;
-        const inserted = await tx
-          .insert(installations)
-          .values(insert.map((row) => ({ ...row })))
-          .onConflictDoNothing({ target: installations.id })
-          .returning({ id: installations.id });
-        outcome.imported += inserted.length;
+        const done = await insertImportedInstallations(tx, insert);
+        outcome.imported += done.size;
         // Inserted meanwhile by someone else: already here, like the skipped ones.
-        const done = new Set(inserted.map((r) => r.id));
         const attempted = new Set(insert);
         for (const { where, row } of batch) {
           if (attempted.has(row) && !done.has(row.id)) outcome.skipped.push({ where, id: row.id });

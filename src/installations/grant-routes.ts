@@ -3,10 +3,10 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
-import { requireInstallation } from '../http/authenticate.js';
 import { parseInput } from '../http/validate.js';
-import type { GrantVerifier } from './grants.js';
-import { presentGrant } from './present.js';
+import type { GrantVerifier } from '../plans/grants.js';
+import { presentGrant } from '../plans/present.js';
+import { requireInstallation } from './guard.js';
 
 export interface PlanRoutesDeps {
   database: Database;

@@ -1,11 +1,13 @@
 import { eq } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
+import type { Db, DbOrTransaction } from '../db/database.js';
 import { grants, revokedGrants } from '../db/schema.js';
 import { forbidden } from '../errors.js';
 import type { VerifiedGrant } from './grants.js';
 
-/** The database or a transaction on it: holding a grant may be part of a registration. */
-export type DbOrTransaction = Db | Parameters<Parameters<Db['transaction']>[0]>[0];
+/**
+ * The only module that writes `grants` and `revoked_grants`. Which installations a grant makes
+ * paid is read by the database function `omb_paid_plans` (see plan.ts).
+ */
 
 export const grantRevoked = () => forbidden('the grant has been revoked by the operators', 'grant_revoked');
 

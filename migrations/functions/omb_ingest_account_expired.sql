@@ -1,0 +1,57 @@
+-- A connected account expired: its triggers need a reconnect, and the installation hears it once
+-- through a `connection.expired` event, whose shape is built here. Positions are allocated under
+-- the installation's row lock, as in omb_ingest_trigger_message.
+CREATE OR REPLACE FUNCTION omb_ingest_account_expired(
+  p_event_id text,
+  p_connected_account_id text,
+  p_user_id text,
+  p_toolkit text,
+  p_received_at timestamptz,
+  OUT outcome text,
+  OUT installation uuid,
+  -- the type of the event queued, null when none was
+  OUT queued text
+) LANGUAGE plpgsql AS $$
+DECLARE
+  v_position bigint;
+  v_triggers jsonb;
+  v_toolkit text;
+BEGIN
+  SELECT i.id INTO installation FROM installations i WHERE i.composio_user_id = p_user_id;
+  IF NOT FOUND THEN
+    outcome := 'unknown_account';
+    RETURN;
+  END IF;
+  IF EXISTS (SELECT 1 FROM events e WHERE e.id = p_event_id) THEN
+    outcome := 'duplicate';
+    RETURN;
+  END IF;
+
+  PERFORM 1 FROM installations i WHERE i.id = installation FOR NO KEY UPDATE;
+  IF EXISTS (SELECT 1 FROM events e WHERE e.id = p_event_id) THEN
+    outcome := 'duplicate';
+    RETURN;
+  END IF;
+
+  WITH marked AS (
+    UPDATE triggers tr SET needs_reconnect_at = coalesce(tr.needs_reconnect_at, p_received_at)
+     WHERE tr.installation_id = installation AND tr.connected_account_id = p_connected_account_id
+     RETURNING tr.id, tr.automation_id, tr.trigger_slug, tr.toolkit
+  )
+  SELECT coalesce(jsonb_agg(jsonb_build_object('triggerId', m.id, 'automationId', m.automation_id,
+                                               'triggerSlug', m.trigger_slug) ORDER BY m.automation_id), '[]'::jsonb),
+         min(m.toolkit)
+    INTO v_triggers, v_toolkit
+    FROM marked m;
+
+  UPDATE installations i SET last_event_position = i.last_event_position + 1
+   WHERE i.id = installation RETURNING i.last_event_position INTO v_position;
+  INSERT INTO events (installation_id, position, id, type, toolkit, connected_account_id, received_at, data)
+    VALUES (installation, v_position, p_event_id, 'connection.expired', coalesce(p_toolkit, v_toolkit),
+            p_connected_account_id, p_received_at,
+            jsonb_build_object('connectedAccountId', p_connected_account_id,
+                               'toolkit', coalesce(p_toolkit, v_toolkit), 'triggers', v_triggers));
+  outcome := 'accepted';
+  queued := 'connection.expired';
+END;
+$$;

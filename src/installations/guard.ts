@@ -1,0 +1,26 @@
+import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { Sql } from '../db/database.js';
+import { unauthorized } from '../errors.js';
+import { bearerToken } from '../http/authenticate.js';
+import { authenticate, type Installation } from './installations.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by `requireInstallation` on every authenticated route. */
+    installation: Installation;
+  }
+}
+
+/**
+ * The pre-handler of every installation route: `401` for a missing, unknown or disabled token
+ * (and only then), `cache-control: no-store` on everything it lets through.
+ */
+export function requireInstallation(sql: Sql): preHandlerAsyncHookHandler {
+  return async function installationGuard(request: FastifyRequest, reply: FastifyReply) {
+    const token = bearerToken(request);
+    const installation = token === null ? null : await authenticate(sql, token);
+    if (!installation) throw unauthorized();
+    request.installation = installation;
+    void reply.header('cache-control', 'no-store');
+  };
+}
