@@ -19,8 +19,9 @@ export function bearerToken(request: FastifyRequest): string | null {
 }
 
 /**
- * The pre-handler of every installation route: `401` for a missing, unknown or disabled token
- * (and only then), `cache-control: no-store` on everything it lets through.
+ * The guard of every installation route, run before its input is validated (on `onRequest` or
+ * `preValidation`): `401` for a missing, unknown or disabled token (and only then),
+ * `cache-control: no-store` on everything it lets through.
  */
 export function requireInstallation(sql: Sql): preHandlerAsyncHookHandler {
   return async function installationGuard(request: FastifyRequest, reply: FastifyReply) {
