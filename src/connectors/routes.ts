@@ -201,9 +201,11 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     tags: ['connected apps'],
     summary: 'The installation\'s tools over MCP (Streamable HTTP)',
     description:
-      "A streaming proxy to the installation's Session MCP endpoint, with the project key added here. `mcp-session-id` is passed both ways; server-sent events are streamed as they arrive. Bodies over 2 MiB get `413`. A signed-out account's error carries a note telling the bot to call `COMPOSIO_MANAGE_CONNECTIONS`. The request body is a JSON-RPC message.",
+      "A streaming proxy to the installation's Session MCP endpoint, with the project key added here. `mcp-session-id` is passed both ways; server-sent events are streamed as they arrive. Bodies over 2 MiB get `413`. A signed-out account's error carries a note telling the bot to call `COMPOSIO_MANAGE_CONNECTIONS`.",
     security: installationToken,
     headers: mcpHeaders(false),
+    // Declared for the reference; any bytes pass (they are checked upstream, not here).
+    body: z.unknown().describe('A JSON-RPC message.'),
     response: {
       200: {
         description: 'The upstream answer as-is (JSON or `text/event-stream`).',
