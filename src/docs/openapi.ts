@@ -4,7 +4,6 @@ import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { z } from 'zod';
-import { json } from '../http/responses.js';
 
 /**
  * The API reference is generated from the routes' own schemas: `/openapi.yaml` is what the
