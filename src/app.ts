@@ -1,9 +1,8 @@
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { serializerCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import type { Clock } from './clock.js';
 import type { ComposioGateway } from './composio/index.js';
 import type { Config } from './config.js';
@@ -12,9 +11,11 @@ import { eventRoutes } from './events/routes.js';
 import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
 import { webhookRoutes } from './events/webhook-routes.js';
 import { connectorRoutes } from './connectors/routes.js';
-import { renderApiReference } from './docs/render.js';
+import { apiDocs } from './docs/openapi.js';
+import { ErrorBody, json } from './http/responses.js';
 import { installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
+import { validatorCompiler } from './http/validate.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { metricsRoutes } from './metrics/routes.js';
 import type { Installation } from './installations/installations.js';
@@ -39,8 +40,6 @@ export interface AppDeps {
   events?: EventsRuntime;
 }
 
-const OPENAPI_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../openapi.yaml');
-
 /** The broker's HTTP surface. No I/O happens here until the app is used. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, database, logger } = deps;
@@ -62,12 +61,28 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.decorateRequest('installation', null as unknown as Installation);
   const metrics = deps.metrics ?? createMetrics({ defaultMetrics: false });
+  // Routes declare zod schemas: input is parsed by them (answering as `parseInput` does), and
+  // every answer is written through its schema, so nothing undeclared leaves.
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
   acceptEmptyJsonBodies(app);
   logOneLinePerRequest(app, metrics);
   await app.register(rateLimit, { global: false });
+  await apiDocs(app);
 
-  app.get('/health', async (_request, reply) => {
+  const health = {
+    tags: ['service'],
+    summary: 'Liveness and database reachability',
+    response: {
+      200: json(
+        'The broker is up and reaches its database.',
+        z.object({ status: z.literal('ok'), database: z.literal('ok') }),
+      ),
+      503: json('The database is not reachable.', ErrorBody),
+    },
+  };
+  app.get('/health', { schema: health }, async (_request, reply) => {
     try {
       await database.sql`select 1`;
       return { status: 'ok', database: 'ok' };
@@ -75,11 +90,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return reply.code(503).send({ error: 'the database is not reachable', code: 'database_unavailable' });
     }
   });
-
-  const openapi = await readFile(OPENAPI_PATH, 'utf8');
-  const reference = renderApiReference(openapi);
-  app.get('/openapi.yaml', async (_request, reply) => reply.type('application/yaml; charset=utf-8').send(openapi));
-  app.get('/docs', async (_request, reply) => reply.type('text/html; charset=utf-8').send(reference));
 
   // A JWKS holding anything but Ed25519 public keys stops the start here, loudly.
   const operatorKeys = operatorPublicKeys(config.operators.publicKeys);

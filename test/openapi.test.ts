@@ -3,9 +3,19 @@ import { readFile } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { generateApiDocument } from '../src/api-document.js';
 import { buildTestApp, type TestApp } from './support/app.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
+
+interface Operation {
+  security?: Record<string, string[]>[];
+  responses: Record<string, { description: string }>;
+}
+interface Spec {
+  openapi: string;
+  paths: Record<string, Partial<Record<(typeof METHODS)[number], Operation>>>;
+}
 
 let t: TestApp;
 const routes = new Set<string>();
@@ -28,26 +38,38 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-async function specRoutes(): Promise<Set<string>> {
-  const spec = parse(await readFile(new URL('../openapi.yaml', import.meta.url), 'utf8')) as {
-    paths: Record<string, Record<string, unknown>>;
-  };
-  const found = new Set<string>();
-  for (const [path, item] of Object.entries(spec.paths)) {
-    for (const method of METHODS) {
-      if (item[method]) found.add(`${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`);
-    }
-  }
-  return found;
+const committed = () => readFile(new URL('../openapi.yaml', import.meta.url), 'utf8');
+
+function operations(spec: Spec): [string, Operation][] {
+  return Object.entries(spec.paths).flatMap(([path, item]) =>
+    METHODS.flatMap((method) => (item[method] ? [[`${method.toUpperCase()} ${path}`, item[method]] as [string, Operation]] : [])),
+  );
 }
 
 describe('openapi.yaml', () => {
-  it('describes exactly the routes the broker serves', async () => {
-    const spec = await specRoutes();
-    const served = new Set([...routes].filter((r) => !r.startsWith('HEAD ')));
-    expect(served.has('GET /v1/me')).toBe(true);
-    expect([...served].filter((r) => !spec.has(r)), 'served but missing from openapi.yaml').toEqual([]);
-    expect([...spec].filter((r) => !served.has(r)), 'in openapi.yaml but not served').toEqual([]);
+  it('is exactly what the routes declare (run `npm run openapi` after changing a route)', async () => {
+    expect(await committed()).toBe(await generateApiDocument());
+  });
+
+  it('describes every route the broker serves', async () => {
+    const spec = new Set(operations(parse(await committed()) as Spec).map(([route]) => route.replace(/\{(\w+)\}/g, ':$1')));
+    // Swagger UI's own files and copies of the document are not part of the API.
+    const served = [...routes].filter((r) => !r.startsWith('HEAD ') && !/^GET \/docs\/./.test(r));
+    expect(served).toContain('GET /v1/me');
+    expect(served.filter((r) => !spec.has(r)), 'served but missing from openapi.yaml').toEqual([]);
+    expect([...spec].filter((r) => !served.includes(r)), 'in openapi.yaml but not served').toEqual([]);
+  });
+
+  it('declares the answers of every route, and which token each installation and admin route takes', async () => {
+    const spec = parse(await committed()) as Spec;
+    for (const [route, operation] of operations(spec)) {
+      expect(Object.values(operation.responses).map((r) => r.description), route).not.toContain('Default Response');
+      const schemes = (operation.security ?? []).flatMap(Object.keys);
+      if (route.includes(' /v1/admin/')) expect(schemes, route).toEqual(['operatorToken']);
+      else if (route === 'POST /v1/installations' || route === 'POST /v1/webhooks/composio' || !route.includes(' /v1/')) {
+        expect(schemes, route).toEqual([]);
+      } else expect(schemes, route).toEqual(['installationToken']);
+    }
   });
 
   it('is served at /openapi.yaml', async () => {
@@ -55,5 +77,6 @@ describe('openapi.yaml', () => {
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-type']).toMatch(/yaml/);
     expect(parse(response.body).openapi).toBe('3.1.0');
+    expect(response.body).toBe(await committed());
   });
 });

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
@@ -6,7 +7,7 @@ import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
 import { requireInstallation } from '../installations/guard.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
-import { parseInput } from '../http/validate.js';
+import { describedHeaders, installationToken, json, refusal, refusals } from '../http/responses.js';
 import { authorize } from './authorize.js';
 import { CatalogCache } from './catalog.js';
 import { disconnectAccount, disconnectSelected } from './disconnect.js';
@@ -30,12 +31,46 @@ const ServicesQuery = z.object({
   services: z
     .string()
     .transform((s) => [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))])
-    .pipe(z.array(ToolkitSlug).min(1, 'must name at least one service').max(100, 'must name at most 100 services')),
+    .pipe(z.array(ToolkitSlug).min(1, 'must name at least one service').max(100, 'must name at most 100 services'))
+    .meta({ description: 'Comma-separated toolkit slugs, e.g. `gmail,slack`.' }),
 });
-const AuthorizeBody = z.object({ alias: Alias.optional() }).strict();
+const AuthorizeBody = z
+  .object({ alias: Alias.optional().meta({ description: "The account's label, e.g. work.", minLength: 1, maxLength: 64 }) })
+  .strict();
+
+const AccountStatus = z.enum(['INITIALIZING', 'INITIATED', 'ACTIVE', 'FAILED', 'EXPIRED', 'INACTIVE', 'REVOKED']);
+const Service = z
+  .object({
+    connected: z.boolean().describe('An ACTIVE account, or an app that needs no sign-in.'),
+    pending: z.boolean().describe('A sign-in was started and not finished.'),
+    status: z
+      .union([AccountStatus, z.literal('NOT_CONNECTED')])
+      .meta({
+        type: 'string',
+        description: "`ACTIVE` when connected, otherwise the newest account's status, or `NOT_CONNECTED`.",
+      }),
+    accounts: z.array(z.object({ id: z.string(), alias: z.string().optional(), status: AccountStatus })),
+  })
+  .meta({ id: 'Service' });
+const Services = z.record(z.string(), Service);
+const Removed = z.object({ removed: z.literal([0, 1]) }).meta({ id: 'Removed' });
+const SignInLink = z.object({
+  url: z.string().meta({ format: 'uri' }),
+  connectedAccountId: z.string(),
+  alias: z.string(),
+  expiresAt: z.string().nullable().meta({ format: 'date-time' }),
+});
+
+/** Every route here answers these the same way. */
+const refused = {
+  401: refusals.unauthorized,
+  429: refusals.installationRateLimited,
+  502: refusals.composioFailed,
+};
 
 /** The connected-app routes the existing client already speaks, with their bodies unchanged. */
-export async function connectorRoutes(app: FastifyInstance, deps: ConnectorRoutesDeps): Promise<void> {
+export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRoutesDeps): Promise<void> {
+  const app = server.withTypeProvider<ZodTypeProvider>();
   const { db, sql } = deps.database;
   const { composio } = deps;
   const catalog = new CatalogCache(composio, deps.clock, deps.logger);
@@ -46,40 +81,152 @@ export async function connectorRoutes(app: FastifyInstance, deps: ConnectorRoute
     config: perInstallationLimit(deps.requestsPerMinute, 'too many connected-app requests; wait a minute and try again'),
   };
 
-  app.get('/v1/connectors/connected', routeOptions, async (request) => ({
-    configured: true,
+  const connected = {
+    tags: ['connected apps'],
+    summary: 'The whole multi-account inventory',
+    description:
+      "Merges the Session's toolkits (no-auth apps and the selected account) with every connected account of the installation's Composio user, all pages. Falls back to the Session's view when the project key may not list accounts. Only ids, labels and statuses are shown.",
+    security: installationToken,
+    response: {
+      200: json(
+        'Every app with an account (or needing none).',
+        z.object({ configured: z.literal(true), services: Services }),
+      ),
+      ...refused,
+      503: refusals.composioFailed,
+    },
+  };
+  app.get('/v1/connectors/connected', { ...routeOptions, schema: connected }, async (request) => ({
+    configured: true as const,
     services: await inventory(db, composio, request.installation),
   }));
 
-  app.get('/v1/connectors', routeOptions, async (request) => {
-    const { services } = parseInput(ServicesQuery, request.query, 'query');
-    return { services: await inventory(db, composio, request.installation, services) };
-  });
+  const some = {
+    tags: ['connected apps'],
+    summary: 'The inventory of some apps',
+    security: installationToken,
+    querystring: ServicesQuery,
+    response: {
+      200: json('One key per asked slug.', z.object({ services: Services })),
+      400: refusals.badRequest,
+      ...refused,
+    },
+  };
+  app.get('/v1/connectors', { ...routeOptions, schema: some }, async (request) => ({
+    services: await inventory(db, composio, request.installation, request.query.services),
+  }));
 
-  app.post('/v1/connectors/:slug/authorize', routeOptions, async (request) => {
-    const { slug } = parseInput(SlugParams, request.params, 'params');
-    const { alias } = parseInput(AuthorizeBody, request.body, 'body');
+  const signIn = {
+    tags: ['connected apps'],
+    summary: 'A sign-in link for one more account of an app',
+    description:
+      "A label is required only beside an `ACTIVE` account (or one whose status Composio did not report); while no account works, an unlabelled retry gets a unique `omb-retry-…` label. A label held only by accounts that don't work is freed (revoked, deleted) and reused; a label a working account holds is `409 alias_taken`. At most five usable accounts per app (`409 too_many_accounts`). Links are only ever on `composio.dev` (or the configured Composio host).",
+    security: installationToken,
+    params: SlugParams,
+    body: AuthorizeBody,
+    response: {
+      200: json('Open `url` in a browser to sign in.', SignInLink),
+      400: refusals.badRequest,
+      401: refusals.unauthorized,
+      409: refusal('The label is taken by a working account, or the app has five usable accounts.'),
+      422: refusal(
+        'The app has no Composio-managed sign-in (`auth_config_required`); the owner can add their own Composio project key in Settings → API keys.',
+      ),
+      429: refusals.installationRateLimited,
+      502: refusals.composioFailed,
+    },
+  };
+  app.post('/v1/connectors/:slug/authorize', { ...routeOptions, schema: signIn }, async (request) => {
+    const { slug } = request.params;
+    const { alias } = request.body;
     const result = await authorize(db, composio, request.installation, slug, alias);
     request.log.info({ toolkit: slug, connectedAccountId: result.connectedAccountId }, 'sign-in link made');
     return result;
   });
 
-  app.delete('/v1/connectors/:slug', routeOptions, async (request) => {
-    const { slug } = parseInput(SlugParams, request.params, 'params');
-    return disconnectSelected(db, composio, request.installation, slug);
-  });
+  const disconnectOne = {
+    tags: ['connected apps'],
+    summary: 'Disconnect the account the Session has selected for an app',
+    security: installationToken,
+    params: SlugParams,
+    response: {
+      200: json('Revoked and deleted (1), or nothing to remove (0).', Removed),
+      400: refusals.badRequest,
+      ...refused,
+    },
+  };
+  app.delete('/v1/connectors/:slug', { ...routeOptions, schema: disconnectOne }, async (request) =>
+    disconnectSelected(db, composio, request.installation, request.params.slug),
+  );
 
-  app.delete('/v1/connectors/:slug/accounts/:accountId', routeOptions, async (request) => {
-    const { slug, accountId } = parseInput(AccountParams, request.params, 'params');
-    return disconnectAccount(composio, request.installation, slug, accountId);
-  });
+  const disconnectById = {
+    tags: ['connected apps'],
+    summary: 'Disconnect one account',
+    description:
+      "Ownership is proven with Composio before anything is revoked; another installation's id removes nothing (`removed 0`).",
+    security: installationToken,
+    params: AccountParams,
+    response: {
+      200: json("Revoked and deleted (1), or not this installation's (0).", Removed),
+      400: refusals.badRequest,
+      ...refused,
+    },
+  };
+  app.delete('/v1/connectors/:slug/accounts/:accountId', { ...routeOptions, schema: disconnectById }, async (request) =>
+    disconnectAccount(composio, request.installation, request.params.slug, request.params.accountId),
+  );
 
-  app.get('/v1/catalog', routeOptions, async (_request, reply) => {
+  const catalogPage = {
+    tags: ['connected apps'],
+    summary: "Composio's toolkit catalog",
+    description:
+      "Composio's catalog page as-is (`/api/v3/toolkits?limit=500&sort_by=usage`), shared and cached for 10 minutes; a cached copy is served while Composio is briefly down.",
+    security: installationToken,
+    response: {
+      // Composio's page is passed on whole: it is the one answer not narrowed to named fields.
+      200: json('The catalog page; `age` says how old the copy is.', z.unknown()),
+      ...refused,
+    },
+  };
+  app.get('/v1/catalog', { ...routeOptions, schema: catalogPage }, async (_request, reply) => {
     const { body, ageSeconds } = await catalog.get();
     return reply.header('age', String(ageSeconds)).send(body);
   });
 
-  await app.register(async (mcp) => {
+  // The MCP body and answer are bytes passed through: declared for the reference, never parsed
+  // or serialised here.
+  const mcpHeaders = (required: boolean) =>
+    describedHeaders({ 'mcp-session-id': { required, description: 'Passed both ways.' } });
+  const mcpPost = {
+    tags: ['connected apps'],
+    summary: 'The installation\'s tools over MCP (Streamable HTTP)',
+    description:
+      "A streaming proxy to the installation's Session MCP endpoint, with the project key added here. `mcp-session-id` is passed both ways; server-sent events are streamed as they arrive. Bodies over 2 MiB get `413`. A signed-out account's error carries a note telling the bot to call `COMPOSIO_MANAGE_CONNECTIONS`.",
+    security: installationToken,
+    headers: mcpHeaders(false),
+    // Declared for the reference; any bytes pass (they are checked upstream, not here).
+    body: z.unknown().describe('A JSON-RPC message.'),
+    response: {
+      200: {
+        description: 'The upstream answer as-is (JSON or `text/event-stream`).',
+        content: { 'application/json': { schema: z.unknown() }, 'text/event-stream': { schema: z.string() } },
+      },
+      ...refused,
+      413: refusals.tooLarge,
+    },
+  };
+  const mcpDelete = {
+    tags: ['connected apps'],
+    summary: 'End an MCP session',
+    security: installationToken,
+    headers: mcpHeaders(true),
+    response: {
+      200: { description: 'The upstream answer as-is.', content: { 'application/json': { schema: z.unknown() } } },
+      ...refused,
+    },
+  };
+
+  await server.register(async (mcp) => {
     // The MCP body goes upstream byte for byte, whatever its content type.
     mcp.removeAllContentTypeParsers();
     mcp.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.mcpBodyLimitBytes }, (_request, body, done) =>
@@ -99,7 +246,7 @@ export async function connectorRoutes(app: FastifyInstance, deps: ConnectorRoute
       void reply.code(answer.status).headers(answer.headers);
       return reply.send(answer.body ?? '');
     };
-    mcp.post('/v1/mcp', { ...routeOptions, bodyLimit: deps.mcpBodyLimitBytes }, forward);
-    mcp.delete('/v1/mcp', routeOptions, forward);
+    mcp.post('/v1/mcp', { ...routeOptions, bodyLimit: deps.mcpBodyLimitBytes, schema: mcpPost }, forward);
+    mcp.delete('/v1/mcp', { ...routeOptions, schema: mcpDelete }, forward);
   });
 }

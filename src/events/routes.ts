@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
 import { requireInstallation } from '../installations/guard.js';
 import { parseInput } from '../http/validate.js';
+import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import { decodeCursor } from './cursor.js';
 import { pollEvents } from './poll.js';
 import { acknowledge } from './queue.js';
@@ -25,13 +27,51 @@ export const DEFAULT_POLL_LIMIT = 50;
 const PollQuery = z.object({
   cursor: z.string().min(1).max(64).optional(),
   limit: z.coerce.number().int().min(1).max(100).default(DEFAULT_POLL_LIMIT),
-  wait: z.coerce.number().int().min(0).max(MAX_WAIT_SECONDS).default(MAX_WAIT_SECONDS),
+  wait: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_WAIT_SECONDS)
+    .default(MAX_WAIT_SECONDS)
+    .describe('Seconds to wait when nothing is queued (capped by `POLL_MAX_WAIT_SECONDS`).'),
 });
 
 const AckBody = z.strictObject({ cursor: z.string().min(1).max(64) });
 
+const Event = z
+  .object({
+    id: z
+      .string()
+      .describe('The `webhook-id` of the delivery (stable across redeliveries), or a broker-made id for `quota.exceeded`.'),
+    type: z.enum(['trigger.event', 'connection.expired', 'quota.exceeded']),
+    triggerId: z.string().nullable().meta({ format: 'uuid' }),
+    automationId: z.string().nullable(),
+    toolkit: z.string().nullable(),
+    triggerSlug: z.string().nullable(),
+    connectedAccountId: z.string().nullable(),
+    receivedAt: timestamp(),
+    data: z
+      .unknown()
+      .describe(
+        "`trigger.event`: the trigger's payload as Composio sent it. `connection.expired`: `{connectedAccountId, toolkit, triggers: [{triggerId, automationId, triggerSlug}]}`. `quota.exceeded`: `{day, eventsPerDay, resetsAt}`.",
+      ),
+  })
+  .meta({ id: 'Event' });
+
+const EventBatch = z
+  .object({
+    events: z.array(Event),
+    cursor: z.string().describe('Opaque. Pass it to the next poll to acknowledge these events and read on.'),
+    gap: z
+      .literal(true)
+      .optional()
+      .describe('Present when events after the starting position were already removed by retention.'),
+  })
+  .meta({ id: 'EventBatch' });
+
 /** The installation's queue: long poll and acknowledge. */
-export async function eventRoutes(app: FastifyInstance, deps: EventRoutesDeps): Promise<void> {
+export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps): Promise<void> {
+  const app = server.withTypeProvider<ZodTypeProvider>();
   const { sql } = deps.database;
   const { events } = deps;
   const guard = requireInstallation(sql);
@@ -43,8 +83,24 @@ export async function eventRoutes(app: FastifyInstance, deps: EventRoutesDeps): 
   app.addHook('preClose', async () => events.closeAll());
   app.addHook('onClose', async () => events.stop());
 
-  app.get('/v1/events', { preHandler: guard }, async (request, reply) => {
-    const query = parseInput(PollQuery, request.query, 'query');
+  const poll = {
+    tags: ['events'],
+    summary: "Long-poll the installation's events",
+    description:
+      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `401` when the installation is disabled while it waits.',
+    security: installationToken,
+    querystring: PollQuery,
+    response: {
+      200: json('The next events (possibly none, after the wait).', EventBatch),
+      400: refusal(
+        'A bad `limit` or `wait`, or a cursor this installation was not given or past its queue (`invalid_cursor`).',
+      ),
+      401: refusals.unauthorized,
+    },
+  };
+  // The token is checked before the query is validated: without one, nothing else is said.
+  app.get('/v1/events', { preValidation: guard, schema: poll }, async (request, reply) => {
+    const { query } = request;
     // The response's `close` fires when the client hangs up before the answer: stop waiting then.
     const clientGone = new AbortController();
     const onClose = () => {
@@ -72,8 +128,19 @@ export async function eventRoutes(app: FastifyInstance, deps: EventRoutesDeps): 
     }
   });
 
-  app.post('/v1/events/ack', { preHandler: guard }, async (request, reply) => {
-    const { cursor } = parseInput(AckBody, request.body, 'body');
+  const ack = {
+    tags: ['events'],
+    summary: 'Acknowledge events without polling',
+    security: installationToken,
+    body: AckBody,
+    response: {
+      204: empty('Everything up to the cursor is acknowledged (an older cursor changes nothing).'),
+      400: refusal('A missing or bad cursor (`invalid_cursor`).'),
+      401: refusals.unauthorized,
+    },
+  };
+  app.post('/v1/events/ack', { preValidation: guard, schema: ack }, async (request, reply) => {
+    const { cursor } = request.body;
     const installationId = request.installation.id;
     if (!(await acknowledge(sql, installationId, decodeCursor(installationId, cursor)))) throw unauthorized();
     return reply.code(204).send();

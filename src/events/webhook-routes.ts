@@ -2,9 +2,11 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Clock } from '../clock.js';
 import { parseWebhookEvent } from '../composio/webhook-events.js';
 import { verifyWebhookSignature } from '../composio/webhook-signature.js';
+import { z } from 'zod';
 import type { Database } from '../db/database.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
 import type { Quotas } from '../plans/plan.js';
+import { describedHeaders, json, refusal, refusals } from '../http/responses.js';
 import { FailureLimiter } from './failure-limiter.js';
 import { ingestWebhookEvent } from './ingest.js';
 import type { WebhookOutcome } from './outcomes.js';
@@ -33,6 +35,40 @@ const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,255}$/;
 /** Routine outcomes a busy trigger can produce thousands of times a day: logged at debug. */
 const QUIET_OUTCOMES: ReadonlySet<WebhookOutcome> = new Set(['paused', 'filtered', 'over_quota']);
 
+const OUTCOMES = [
+  'accepted',
+  'duplicate',
+  'unknown_trigger',
+  'paused',
+  'filtered',
+  'over_quota',
+  'user_mismatch',
+  'unknown_account',
+  'ignored',
+] as const satisfies readonly WebhookOutcome[];
+
+/** The body is the exact bytes that were signed: declared here, read by the handler alone. */
+const schema = {
+  tags: ['events'],
+  summary: "Composio's signed webhooks",
+  description:
+    'Called by Composio, not by installations. The signature (`webhook-id`, `webhook-timestamp`, `webhook-signature`: HMAC-SHA256 over `id.timestamp.body`, `v1,` base64, several allowed) is checked on the raw body before anything else, against every configured secret, with a 300-second tolerance. `composio.trigger.message` is routed by `metadata.trigger_id`, filtered, counted against the day\'s quota and queued; `composio.connected_account.expired` marks the account\'s triggers `needs_reconnect` and queues `connection.expired`. The `webhook-id` is the event id: a redelivery is stored once. Unknown or paused triggers, duplicates and other event types answer `200` with nothing queued. Addresses sending many bad signatures are refused for a while (`429`).\n\n' +
+    'The body is a Composio V3 event, `{id, timestamp, type, metadata, data}`, as JSON of at most 1 MiB.',
+  headers: describedHeaders({
+    'webhook-id': { required: true, schema: { maxLength: 255 } },
+    'webhook-timestamp': { required: true, schema: { pattern: '^[0-9]+$' } },
+    'webhook-signature': { required: true },
+  }),
+  response: {
+    // Listed, not enforced: an outcome the list misses must not turn a handled webhook into a 500.
+    200: json('Handled; `outcome` says what became of it.', z.object({ outcome: z.string().meta({ enum: OUTCOMES }) })),
+    400: refusal('Correctly signed but not JSON, or an unusable `webhook-id`.'),
+    401: refusal('Missing, stale or wrong signature (`invalid_signature`); nothing is stored.'),
+    413: refusals.tooLarge,
+    429: refusals.rateLimited,
+  },
+};
+
 /**
  * `POST /v1/webhooks/composio`, in a plugin of its own so its body arrives as the exact bytes
  * that were signed. The signature is checked before anything else; nothing on this path calls
@@ -49,6 +85,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
   app.post(
     '/v1/webhooks/composio',
     {
+      schema,
       bodyLimit: WEBHOOK_BODY_LIMIT,
       // Before the body is read: an address sending bad signatures is turned away cheaply.
       onRequest: async (request) => {

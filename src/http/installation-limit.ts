@@ -3,13 +3,13 @@ import { tooManyRequests } from '../errors.js';
 
 /**
  * Route config for `@fastify/rate-limit` counting per installation rather than per address:
- * it runs as a pre-handler, after `requireInstallation` has said who is calling. Routes that
+ * it runs before validation, after `requireInstallation` has said who is calling. Routes that
  * spend the shared Composio budget use it, so each installation gets a share.
  */
 export function perInstallationLimit(max: number, message: string) {
   return {
     rateLimit: {
-      hook: 'preHandler' as const,
+      hook: 'preValidation' as const,
       max,
       timeWindow: 60_000,
       keyGenerator: (request: FastifyRequest) => `installation:${request.installation.id}`,

@@ -1,9 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
-import { parseInput } from '../http/validate.js';
+import { installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import type { GrantVerifier } from '../plans/grants.js';
 import { presentGrant } from '../plans/present.js';
 import { requireInstallation } from './guard.js';
@@ -20,19 +21,50 @@ const GRANT_PRESENTATIONS_PER_MINUTE = 30;
 /** Large enough for any grant the CLI issues, small enough that nobody parses megabytes of base64. */
 const MAX_GRANT_LENGTH = 8192;
 
-const PresentGrantBody = z.object({ grant: z.string().min(1).max(MAX_GRANT_LENGTH) });
+const PresentGrantBody = z
+  .object({
+    grant: z
+      .string()
+      .min(1)
+      .max(MAX_GRANT_LENGTH)
+      .describe(
+        'A compact JWS signed with an operator key: EdDSA (Ed25519), `kid` in the header, claims `sub` (the Cloud), `plan: "paid"`, `aud: "omb-connected-apps"`, `iss`, `iat`, `exp`, `jti`.',
+      ),
+  })
+  .meta({ id: 'Grant' });
 
-export async function planRoutes(app: FastifyInstance, deps: PlanRoutesDeps): Promise<void> {
+const PaidPlan = z.object({ plan: z.literal('paid'), expiresAt: timestamp() });
+
+export async function planRoutes(server: FastifyInstance, deps: PlanRoutesDeps): Promise<void> {
+  const app = server.withTypeProvider<ZodTypeProvider>();
   const { db, sql } = deps.database;
 
   app.put(
     '/v1/me/grant',
     {
-      preHandler: requireInstallation(sql),
+      schema: {
+        tags: ['plans'],
+        summary: 'Present a paid-plan grant',
+        description:
+          'Binds the grant (by its `jti`) to this installation: the installation that presented a grant last holds it, and the previous holder drops to `standard`. The plan lasts until the grant expires or is revoked. At most 30 presentations a minute per installation.',
+        security: installationToken,
+        body: PresentGrantBody,
+        response: {
+          200: json('The installation is on the paid plan.', PaidPlan),
+          400: refusal(
+            'Bad body, or a grant that cannot be read or verified (`grant_malformed`, `grant_unverifiable`).',
+          ),
+          401: refusals.unauthorized,
+          403: refusals.grantRefused,
+          429: refusals.rateLimited,
+        },
+      },
+      // Both before validation: without a valid token, or over the limit, the body is not looked at.
+      preValidation: requireInstallation(sql),
       config: {
         rateLimit: {
           // Counted per installation, after the token check: clients behind one address do not share it.
-          hook: 'preHandler',
+          hook: 'preValidation',
           keyGenerator: (request: FastifyRequest) => request.installation.id,
           max: GRANT_PRESENTATIONS_PER_MINUTE,
           timeWindow: 60_000,
@@ -41,7 +73,7 @@ export async function planRoutes(app: FastifyInstance, deps: PlanRoutesDeps): Pr
       },
     },
     async (request) => {
-      const { grant: token } = parseInput(PresentGrantBody, request.body, 'body');
+      const { grant: token } = request.body;
       const now = deps.clock.now();
       const grant = await deps.verifyGrant(token, now);
       const answer = await presentGrant(db, grant, request.installation.id, now);

@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests, unavailable } from '../errors.js';
 import { parseInput } from '../http/validate.js';
+import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
 import type { GrantVerifier } from '../plans/grants.js';
 import type { Quotas } from '../plans/plan.js';
 import { requireInstallation } from './guard.js';
@@ -22,15 +24,53 @@ export interface InstallationRoutesDeps {
   removeInstallation: (installation: Installation) => Promise<void>;
 }
 
-const RegisterBody = z.object({ grant: z.string().min(1).max(8192).optional() });
+const RegisterBody = z.object({
+  grant: z.string().min(1).max(8192).optional().describe('A compact JWS grant signed by an operator key.'),
+});
 
-export async function installationRoutes(app: FastifyInstance, deps: InstallationRoutesDeps): Promise<void> {
+const Registered = z.object({ installationId: uuid(), token: z.string().meta({ pattern: '^[0-9a-f]{64}$' }) });
+
+const Me = z
+  .object({
+    installationId: uuid(),
+    plan: z.enum(['standard', 'paid']),
+    quota: z.object({
+      eventsPerDay: z.number().int(),
+      keptToday: z.number().int(),
+      skippedToday: z.number().int(),
+      resetsAt: timestamp('The next UTC midnight.'),
+    }),
+    createdAt: timestamp(),
+  })
+  .meta({ id: 'Me' });
+
+export async function installationRoutes(server: FastifyInstance, deps: InstallationRoutesDeps): Promise<void> {
+  const app = server.withTypeProvider<ZodTypeProvider>();
   const { db, sql } = deps.database;
+  // Before validation, so a request without a valid token learns nothing else.
   const guard = requireInstallation(sql);
 
   app.post(
     '/v1/installations',
     {
+      schema: {
+        tags: ['installations'],
+        summary: 'Register an installation',
+        description:
+          'Rate-limited per client address (30 a minute by default). A Cloud on a paid plan may present its grant here.',
+        body: RegisterBody,
+        response: {
+          201: json('Registered. The token is shown once and never again.', Registered),
+          400: refusal(
+            'Bad JSON or field, or a grant that cannot be read or verified (`grant_malformed`, `grant_unverifiable`). Nothing is written.',
+          ),
+          403: refusals.grantRefused,
+          413: refusals.tooLarge,
+          415: refusal('The body is not JSON.'),
+          429: refusal('Too many registration attempts from this client.'),
+          503: refusal('Registration is temporarily closed.'),
+        },
+      },
       config: {
         rateLimit: {
           max: deps.registrationsPerMinute,
@@ -41,7 +81,7 @@ export async function installationRoutes(app: FastifyInstance, deps: Installatio
       },
     },
     async (request, reply) => {
-      const body = parseInput(RegisterBody, request.body, 'body');
+      const { body } = request;
       if ((await registrationMode(db, deps.registrationMode)) === 'closed') {
         throw unavailable('registration is temporarily closed', 'registration_closed');
       }
@@ -53,11 +93,36 @@ export async function installationRoutes(app: FastifyInstance, deps: Installatio
     },
   );
 
-  app.get('/v1/me', { preHandler: guard }, async (request) =>
-    describeInstallation(db, request.installation, deps.quotas, deps.clock.now()),
+  app.get(
+    '/v1/me',
+    {
+      preValidation: guard,
+      schema: {
+        tags: ['installations'],
+        summary: 'Check in',
+        description: 'Called at every start. Only a 401 means the token is gone.',
+        security: installationToken,
+        response: {
+          200: json("The installation, its plan and today's quota.", Me),
+          401: refusals.unauthorized,
+        },
+      },
+    },
+    async (request) => describeInstallation(db, request.installation, deps.quotas, deps.clock.now()),
   );
 
-  app.delete('/v1/me', { preHandler: guard }, async (request, reply) => {
+  const removal = {
+    tags: ['installations'],
+    summary: 'Remove the installation',
+    description: 'Removes its triggers on Composio, revokes its connected accounts and drops its queued events.',
+    security: installationToken,
+    response: {
+      204: empty('Removed.'),
+      401: refusals.unauthorized,
+      502: refusals.composioFailed,
+    },
+  };
+  app.delete('/v1/me', { preValidation: guard, schema: removal }, async (request, reply) => {
     await deps.removeInstallation(request.installation);
     request.log.info({ installationId: request.installation.id }, 'installation removed');
     return reply.code(204).send();

@@ -1,9 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { Sql } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { queueBacklog } from '../events/queue.js';
 import { bearerToken } from '../http/authenticate.js';
+import { refusal } from '../http/responses.js';
 import type { Metrics } from './metrics.js';
 
 export interface MetricsSources {
@@ -39,7 +41,22 @@ export async function metricsRoutes(
   app: FastifyInstance,
   deps: { sql: Sql; metrics: Metrics; token: string | undefined; sources: MetricsSources },
 ): Promise<void> {
-  app.get('/metrics', async (request, reply) => {
+  const schema = {
+    tags: ['service'],
+    summary: 'Prometheus figures',
+    description:
+      'Not public: served here only to a scraper with `authorization: Bearer <METRICS_TOKEN>`, and without a token only on the separate `METRICS_HOST:METRICS_PORT` address.',
+    response: {
+      200: {
+        description:
+          'Request durations, webhooks by outcome, events queued and delivered, long-polls waiting, Composio calls, queue depth and the oldest unacknowledged event.',
+        content: { 'text/plain': { schema: z.string() } },
+      },
+      401: refusal('Missing or wrong metrics token.'),
+      403: refusal('No METRICS_TOKEN is configured, so metrics are not served on this address (`metrics_disabled`).'),
+    },
+  };
+  app.get('/metrics', { schema }, async (request, reply) => {
     const token = bearerToken(request);
     if (!deps.token) throw new AppError(403, 'metrics_disabled', 'metrics are not served here; set METRICS_TOKEN or METRICS_HOST/METRICS_PORT');
     if (!token || !sameSecret(token, deps.token)) throw new AppError(401, 'unauthorized', 'missing or invalid metrics token');

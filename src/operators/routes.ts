@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
-import { parseInput } from '../http/validate.js';
+import { json, operatorToken, refusal, refusals, timestamp, uuid } from '../http/responses.js';
 import { registrationMode, setRegistrationMode, type RegistrationMode } from '../installations/registration.js';
 import { revokeGrant } from '../plans/store.js';
 import { authenticateOperator, type Operator } from './admin-tokens.js';
@@ -42,14 +43,54 @@ const limited = {
 
 const InstallationParams = z.object({ id: z.uuid() });
 const GrantParams = z.object({ jti: z.string().trim().min(1).max(256) });
-const RegistrationBody = z.strictObject({ mode: z.enum(['open', 'closed']) });
+const RegistrationMode = z.strictObject({ mode: z.enum(['open', 'closed']) }).meta({ id: 'RegistrationMode' });
+
+const count = () => z.number().int();
+const ServiceStats = z
+  .object({
+    generatedAt: timestamp(),
+    registration: z.enum(['open', 'closed']),
+    installations: z.object({
+      total: count(),
+      disabled: count(),
+      byPlan: z
+        .object({ standard: count(), paid: count() })
+        .describe('Enabled installations by the plan they are on now.'),
+      activeLastDay: count().describe('Seen in the last 24 hours.'),
+    }),
+    events: z.object({
+      day: z.string().meta({ format: 'date', description: 'The current UTC day.' }),
+      keptToday: count(),
+      skippedToday: count(),
+    }),
+    queue: z.object({
+      depth: count().describe('Events not yet acknowledged, all installations together.'),
+      oldestUnacknowledgedAt: z.string().nullable().meta({ format: 'date-time' }),
+      oldestUnacknowledgedAgeSeconds: count().nullable(),
+    }),
+  })
+  .meta({ id: 'ServiceStats' });
+const InstallationSwitch = z
+  .object({ installationId: uuid(), disabledAt: z.string().nullable().meta({ format: 'date-time' }) })
+  .meta({ id: 'InstallationSwitch' });
+const Revoked = z.object({ jti: z.string(), revokedAt: timestamp() });
+
+/** What every admin route may answer besides its own. */
+const adminRefusals = {
+  401: refusals.operatorUnauthorized,
+  403: refusals.adminDisabled,
+  429: refusals.rateLimited,
+};
+const installationNotFound = refusal('No installation has this id (`installation_not_found`).');
 
 /** `/v1/admin/…`: service figures, registration, installations and grants, behind an admin token. */
-export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): Promise<void> {
+export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps): Promise<void> {
+  const app = server.withTypeProvider<ZodTypeProvider>();
   const { db } = deps.database;
 
   app.decorateRequest('operator', null as unknown as Operator);
-  app.addHook('preHandler', async (request, reply) => {
+  // Before validation: without a valid admin token, nothing about the request is said.
+  app.addHook('preValidation', async (request, reply) => {
     request.operator = await authenticateOperator(deps.operatorKeys, bearerToken(request), deps.issuer, deps.clock.now());
     void reply.header('cache-control', 'no-store');
   });
@@ -58,33 +99,108 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   const audit = (request: FastifyRequest, action: string, details: Record<string, unknown>) =>
     request.log.info({ operator: request.operator.subject, action, ...details }, 'operator action');
 
-  app.get('/v1/admin/stats', limited, async () => serviceStats(db, deps.clock.now(), deps.registrationMode));
+  const stats = {
+    tags: ['operators'],
+    summary: 'Figures for the whole service',
+    security: operatorToken,
+    response: {
+      200: json("Installations by plan, activity, today's events and the queue.", ServiceStats),
+      ...adminRefusals,
+    },
+  };
+  app.get('/v1/admin/stats', { ...limited, schema: stats }, async () =>
+    serviceStats(db, deps.clock.now(), deps.registrationMode),
+  );
 
-  app.get('/v1/admin/registration', limited, async () => ({ mode: await registrationMode(db, deps.registrationMode) }));
+  const readMode = {
+    tags: ['operators'],
+    summary: 'Whether new installations may register',
+    security: operatorToken,
+    response: {
+      200: json('The registration mode every broker process uses now.', RegistrationMode),
+      ...adminRefusals,
+    },
+  };
+  app.get('/v1/admin/registration', { ...limited, schema: readMode }, async () => ({
+    mode: await registrationMode(db, deps.registrationMode),
+  }));
 
-  app.put('/v1/admin/registration', limited, async (request) => {
-    const { mode } = parseInput(RegistrationBody, request.body, 'body');
+  const switchMode = {
+    tags: ['operators'],
+    summary: 'Open or close registration',
+    description:
+      'Stored in the database, so every broker process follows at once; it outlasts restarts and `REGISTRATION_MODE`.',
+    security: operatorToken,
+    body: RegistrationMode,
+    response: {
+      200: json('The new mode.', RegistrationMode),
+      400: refusals.badRequest,
+      ...adminRefusals,
+    },
+  };
+  app.put('/v1/admin/registration', { ...limited, schema: switchMode }, async (request) => {
+    const { mode } = request.body;
     await setRegistrationMode(db, mode);
     audit(request, 'registration', { mode });
     return { mode };
   });
 
-  app.post('/v1/admin/installations/:id/disable', limited, async (request) => {
-    const { id } = parseInput(InstallationParams, request.params, 'params');
+  const disable = {
+    tags: ['operators'],
+    summary: 'Disable an installation',
+    description:
+      'Its token gets `401` at once on every route and every broker process, and its open long-polls end with `401`. Disabling twice keeps the first time.',
+    security: operatorToken,
+    params: InstallationParams,
+    response: {
+      200: json('Disabled.', InstallationSwitch),
+      400: refusals.badRequest,
+      ...adminRefusals,
+      404: installationNotFound,
+    },
+  };
+  app.post('/v1/admin/installations/:id/disable', { ...limited, schema: disable }, async (request) => {
+    const { id } = request.params;
     const answer = await disableInstallation(db, id, deps.clock.now());
     audit(request, 'disable', { installationId: id });
     return answer;
   });
 
-  app.post('/v1/admin/installations/:id/enable', limited, async (request) => {
-    const { id } = parseInput(InstallationParams, request.params, 'params');
+  const enable = {
+    tags: ['operators'],
+    summary: 'Enable an installation again',
+    description: 'Its existing token works again.',
+    security: operatorToken,
+    params: InstallationParams,
+    response: {
+      200: json('Enabled.', InstallationSwitch),
+      400: refusals.badRequest,
+      ...adminRefusals,
+      404: installationNotFound,
+    },
+  };
+  app.post('/v1/admin/installations/:id/enable', { ...limited, schema: enable }, async (request) => {
+    const { id } = request.params;
     const answer = await enableInstallation(db, id);
     audit(request, 'enable', { installationId: id });
     return answer;
   });
 
-  app.post('/v1/admin/grants/:jti/revoke', limited, async (request) => {
-    const { jti } = parseInput(GrantParams, request.params, 'params');
+  const revoke = {
+    tags: ['operators'],
+    summary: 'Revoke a grant',
+    description:
+      'The grant with this `jti` is refused from now on and its holder drops to `standard`. Idempotent, and possible before the grant was ever presented.',
+    security: operatorToken,
+    params: GrantParams,
+    response: {
+      200: json('Revoked (now or earlier).', Revoked),
+      400: refusals.badRequest,
+      ...adminRefusals,
+    },
+  };
+  app.post('/v1/admin/grants/:jti/revoke', { ...limited, schema: revoke }, async (request) => {
+    const { jti } = request.params;
     const answer = await revokeGrant(db, jti, deps.clock.now());
     audit(request, 'revoke grant', { grantId: jti });
     return answer;

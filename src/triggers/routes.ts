@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { utcDay, type Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
 import { requireInstallation } from '../installations/guard.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
-import { parseInput } from '../http/validate.js';
+import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
 import { createTrigger, type TriggerDeps } from './create.js';
 import { deleteTrigger } from './delete.js';
 import { triggerNotFound } from './errors.js';
@@ -24,10 +25,54 @@ export interface TriggerRoutesDeps {
 /** Room for an 8 KB config, a full filter and JSON's escaping of both; anything larger is not a trigger. */
 const TRIGGER_BODY_LIMIT = 64 * 1024;
 
-const IdParams = z.object({ id: z.string() });
+/** Any text reaches the route, which answers `404` for what cannot be a trigger id. */
+const IdParams = z.object({ id: z.string().meta({ format: 'uuid' }) });
+
+const NewTrigger = CreateTriggerBody.meta({
+  id: 'NewTrigger',
+  description:
+    '`automationId`: the client\'s automation; one trigger per automation and installation. `connectedAccountId`: one of this installation\'s connected accounts for `toolkit`. `enabled: false` creates the trigger paused.\n\n' +
+    '`filter` — Gmail: keys `from`, `subject`, `label`, `words`, turned into the trigger\'s Gmail search (`from:"…"`, `subject:"…"`, `label:name-with-hyphens`, each word quoted). Quotes, backslashes and control characters become spaces; operators inside a value are plain text. A value with no letter, digit or symbol left is refused. Other apps: each key is a dot path into the event\'s data (`sender.login`) whose value must contain the text, ignoring case; all keys must match. Values must not be empty.\n\n' +
+    '`config` — the trigger type\'s configuration, passed to Composio (at most 8 KB of JSON). Polled triggers get `interval` of at least 15 (minutes), the minimum for Composio-managed sign-ins. For Gmail, `query` is written by the broker from `filter` and may not be set.',
+});
+
+const Trigger = z
+  .object({
+    id: uuid(),
+    automationId: z.string(),
+    toolkit: z.string(),
+    triggerSlug: z.string(),
+    connectedAccountId: z.string(),
+    filter: z.record(z.string(), z.string()),
+    config: z.record(z.string(), z.unknown()).describe('The configuration as the client sent it.'),
+    enabled: z.boolean(),
+    status: z
+      .enum(['active', 'paused', 'needs_reconnect'])
+      .describe('`needs_reconnect` once its account expired (whatever `enabled` says), else `paused` or `active`.'),
+    today: z
+      .object({
+        kept: z.number().int(),
+        skipped: z.number().int(),
+        skippedReason: z.string().nullable().meta({ examples: ['daily_limit'] }),
+      })
+      .describe('Events of the current UTC day.'),
+    createdAt: timestamp(),
+  })
+  .meta({ id: 'Trigger' });
+
+const triggerNotFoundRefusal = refusal(
+  'No trigger of this installation has this id (`trigger_not_found`), also for another installation\'s trigger.',
+);
+/** What every route that changes a trigger on Composio may also answer. */
+const composioRefusals = {
+  429: refusals.installationRateLimited,
+  502: refusals.composioFailed,
+  503: refusals.composioFailed,
+};
 
 /** `/v1/triggers`: an installation's triggers on its connected accounts. */
-export async function triggerRoutes(app: FastifyInstance, deps: TriggerRoutesDeps): Promise<void> {
+export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutesDeps): Promise<void> {
+  const app = server.withTypeProvider<ZodTypeProvider>();
   const domain: TriggerDeps = { db: deps.database.db, composio: deps.composio, log: app.log };
   const { db } = deps.database;
   const today = () => utcDay(deps.clock.now());
@@ -40,32 +85,112 @@ export async function triggerRoutes(app: FastifyInstance, deps: TriggerRoutesDep
     config: perInstallationLimit(deps.requestsPerMinute, 'too many trigger changes; wait a minute and try again'),
   };
 
-  /** The `:id` of the path, or a 404 for anything that cannot be a trigger id. */
-  const triggerId = (request: FastifyRequest): string => {
-    const { id } = parseInput(IdParams, request.params, 'params');
+  /**
+   * A 404 for anything that cannot be a trigger id, before the body is validated. It is added
+   * when a route is, after the rate limit's own pre-validation hook, so a limited client still
+   * hears `429` first.
+   */
+  const knownTriggerId = async (request: FastifyRequest) => {
+    const { id } = request.params as { id: string };
     if (!isTriggerId(id)) throw triggerNotFound();
-    return id.toLowerCase();
   };
+  app.addHook('onRoute', (route) => {
+    if (route.url.endsWith('/:id')) route.preValidation = [route.preValidation ?? [], knownTriggerId].flat();
+  });
+  const triggerId = (request: { params: { id: string } }): string => request.params.id.toLowerCase();
 
-  app.post('/v1/triggers', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT }, async (request, reply) => {
-    const input = parseInput(CreateTriggerBody, request.body, 'body');
-    const { trigger, created } = await createTrigger(domain, request.installation, input, today());
+  const create = {
+    tags: ['triggers'],
+    summary: "Create an automation's trigger",
+    description:
+      "The account must be one of this installation's (checked with Composio), else `404`. The trigger is created on Composio, then stored. The same body again for the same `automationId` answers the stored trigger (`200`) without calling Composio; a different body is `409 automation_conflict`. Composio keeps one trigger per account and configuration, so a second automation with exactly the same trigger is `409 trigger_duplicate`.",
+    security: installationToken,
+    body: NewTrigger,
+    response: {
+      200: json('This automation already has exactly this trigger.', Trigger),
+      201: json('Created on Composio and stored.', Trigger),
+      400: refusal(
+        'A bad field (named in `error`), a trigger type or account of another app (`toolkit_mismatch`), or a configuration Composio refused (`composio_rejected`).',
+      ),
+      401: refusals.unauthorized,
+      404: refusal(
+        "Not one of this installation's accounts (`connected_account_not_found`), or no such trigger type (`trigger_type_not_found`).",
+      ),
+      409: refusal('`automation_conflict`, `trigger_duplicate`, or the account is signed out (`reconnect_required`).'),
+      413: refusals.tooLarge,
+      ...composioRefusals,
+    },
+  };
+  app.post('/v1/triggers', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: create }, async (request, reply) => {
+    const { trigger, created } = await createTrigger(domain, request.installation, request.body, today());
     return reply.code(created ? 201 : 200).send(trigger);
   });
 
-  app.get('/v1/triggers', authenticated, async (request) => listTriggers(db, request.installation.id, today()));
+  const list = {
+    tags: ['triggers'],
+    summary: "The installation's triggers",
+    security: installationToken,
+    response: {
+      200: json('In the order they were created.', z.object({ triggers: z.array(Trigger) })),
+      401: refusals.unauthorized,
+    },
+  };
+  app.get('/v1/triggers', { ...authenticated, schema: list }, async (request) =>
+    listTriggers(db, request.installation.id, today()),
+  );
 
-  app.get('/v1/triggers/:id', authenticated, async (request) =>
+  const one = {
+    tags: ['triggers'],
+    summary: 'One trigger',
+    security: installationToken,
+    params: IdParams,
+    response: {
+      200: json('The trigger.', Trigger),
+      401: refusals.unauthorized,
+      404: triggerNotFoundRefusal,
+    },
+  };
+  app.get('/v1/triggers/:id', { ...authenticated, schema: one }, async (request) =>
     getTrigger(db, request.installation.id, triggerId(request), today()),
   );
 
-  app.patch('/v1/triggers/:id', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT }, async (request) => {
-    const id = triggerId(request);
-    const { enabled } = parseInput(UpdateTriggerBody, request.body, 'body');
-    return setTriggerEnabled(domain, request.installation.id, id, enabled, today());
-  });
+  const update = {
+    tags: ['triggers'],
+    summary: 'Pause or resume a trigger',
+    description: 'Switched on Composio first, then stored.',
+    security: installationToken,
+    params: IdParams,
+    body: UpdateTriggerBody,
+    response: {
+      200: json('The trigger after the change.', Trigger),
+      400: refusals.badRequest,
+      401: refusals.unauthorized,
+      404: triggerNotFoundRefusal,
+      409: refusal('The trigger no longer exists on Composio (`trigger_gone`); delete it and create it again.'),
+      413: refusals.tooLarge,
+      ...composioRefusals,
+    },
+  };
+  app.patch(
+    '/v1/triggers/:id',
+    { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: update },
+    async (request) => setTriggerEnabled(domain, request.installation.id, triggerId(request), request.body.enabled, today()),
+  );
 
-  app.delete('/v1/triggers/:id', composioShare, async (request, reply) => {
+  const remove = {
+    tags: ['triggers'],
+    summary: 'Delete a trigger',
+    description: 'Deleted on Composio (already gone there is fine), then here.',
+    security: installationToken,
+    params: IdParams,
+    response: {
+      204: empty('Deleted.'),
+      401: refusals.unauthorized,
+      404: triggerNotFoundRefusal,
+      ...composioRefusals,
+    },
+  };
+  app.delete('/v1/triggers/:id', { ...composioShare, schema: remove }, async (request, reply) => {
     await deleteTrigger(domain, request.installation.id, triggerId(request));
     return reply.code(204).send();
   });
