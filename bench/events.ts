@@ -7,11 +7,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { signWebhook } from '../src/composio/webhook-signature.js';
 import { applyMigrations } from '../src/db/database.js';
-import { IngestBatcher } from '../src/events/ingest-batcher.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { IngestBatcher } from '../src/events/ingest-batcher.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
-import { fmt, heading, httpCall, line, loadFigures, percentile, runLoad, startChild, type Child } from './lib.js';
+import { type Child, fmt, heading, httpCall, line, loadFigures, percentile, runLoad, startChild } from './lib.js';
 
 /**
  * `npm run bench:events`: app events on this machine, each figure beside a baseline measured in
@@ -79,7 +79,11 @@ async function main(): Promise<void> {
   const brokerA = await startChild('src/main.ts', brokerEnv);
   const brokerB = await startChild('src/main.ts', brokerEnv);
   const baseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET });
-  cleanups.push(() => brokerA.stop(), () => brokerB.stop(), () => baseline.stop());
+  cleanups.push(
+    () => brokerA.stop(),
+    () => brokerB.stop(),
+    () => baseline.stop(),
+  );
   const description = `2 brokers (pool 12 each), ${installations.length.toLocaleString('en-US')} installations, loopback`;
   process.stdout.write(`Ready: ${description}; load from this process (Node ${process.version}).\n`);
 
@@ -227,10 +231,15 @@ async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Chil
     await sleep(15); // let the poll reach the waiting room
     const webhook = webhookFor(installation);
     const sentAt = performance.now();
-    const accepted = await httpCall(agent, `${sendTo.url}/v1/webhooks/composio`, { method: 'POST', headers: webhook.headers, body: webhook.body });
+    const accepted = await httpCall(agent, `${sendTo.url}/v1/webhooks/composio`, {
+      method: 'POST',
+      headers: webhook.headers,
+      body: webhook.body,
+    });
     const acceptedAt = performance.now();
     const answer = await poll;
-    if (accepted.status !== 200 || !answer.body.includes(webhook.headers['webhook-id']!)) throw new Error(`latency sample failed: ${answer.body}`);
+    if (accepted.status !== 200 || !answer.body.includes(webhook.headers['webhook-id']!))
+      throw new Error(`latency sample failed: ${answer.body}`);
     return { sentToAnswered: answeredAt - sentAt, acceptedToAnswered: answeredAt - acceptedAt, webhook: acceptedAt - sentAt };
   }
 
@@ -279,9 +288,12 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
   const brokerFigures = await hold({
     server: broker,
     count: installations.length,
-    request: (agent, i) => httpCall(agent, `${broker.url}/v1/events?wait=25`, { headers: { authorization: `Bearer ${installations[i]!.token}` } }),
+    request: (agent, i) =>
+      httpCall(agent, `${broker.url}/v1/events?wait=25`, { headers: { authorization: `Bearer ${installations[i]!.token}` } }),
     heldNow: async () => {
-      const metrics = await fetch(`${broker.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }).then((r) => (r.ok ? r.text() : ''));
+      const metrics = await fetch(`${broker.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }).then((r) =>
+        r.ok ? r.text() : '',
+      );
       const match = /^omb_long_polls_waiting (\d+)/m.exec(metrics);
       return match ? Number(match[1]) : Number.NaN;
     },

@@ -1,10 +1,10 @@
-import { freePort } from '../src/db/embedded.js';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { type Agent, request } from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../src/db/embedded.js';
 
 /** Small tools for bench/events.ts: processes, HTTP on keep-alive sockets, figures. */
 
@@ -33,7 +33,10 @@ export async function startChild(entry: string, env: Record<string, string>, rea
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${entry} exited with ${child.exitCode}:\n${output}`);
     if (Date.now() > deadline) throw new Error(`${entry} did not start:\n${output}`);
-    const status = await fetch(`${url}${readyPath}`).then((r) => r.status, () => 0);
+    const status = await fetch(`${url}${readyPath}`).then(
+      (r) => r.status,
+      () => 0,
+    );
     if (status === 200) break;
     await sleep(100);
   }
@@ -53,7 +56,6 @@ export function rssKiB(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return match ? Number(match[1]) : Number.NaN;
 }
-
 
 export interface HttpAnswer {
   status: number;

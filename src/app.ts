@@ -1,30 +1,30 @@
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { serializerCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from './clock.js';
 import type { ComposioGateway } from './composio/index.js';
 import type { Config } from './config.js';
+import { connectorRoutes } from './connectors/routes.js';
 import type { Database } from './db/database.js';
+import { apiDocs } from './docs/openapi.js';
 import { eventRoutes } from './events/routes.js';
 import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
 import { webhookRoutes } from './events/webhook-routes.js';
-import { connectorRoutes } from './connectors/routes.js';
-import { apiDocs } from './docs/openapi.js';
-import { ErrorBody, json } from './http/responses.js';
 import { installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
+import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
+import { planRoutes } from './installations/grant-routes.js';
+import type { Installation } from './installations/installations.js';
+import { installationRoutes } from './installations/routes.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { metricsRoutes } from './metrics/routes.js';
-import type { Installation } from './installations/installations.js';
-import { removeInstallation } from './removal/remove-installation.js';
-import { installationRoutes } from './installations/routes.js';
 import { operatorPublicKeys } from './operator-keys/keys.js';
 import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
-import { planRoutes } from './installations/grant-routes.js';
+import { removeInstallation } from './removal/remove-installation.js';
 import { triggerRoutes } from './triggers/routes.js';
 
 export interface AppDeps {
@@ -75,10 +75,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     tags: ['service'],
     summary: 'Liveness and database reachability',
     response: {
-      200: json(
-        'The broker is up and reaches its database.',
-        z.object({ status: z.literal('ok'), database: z.literal('ok') }),
-      ),
+      200: json('The broker is up and reaches its database.', z.object({ status: z.literal('ok'), database: z.literal('ok') })),
       503: json('The database is not reachable.', ErrorBody),
     },
   };

@@ -138,7 +138,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     try {
       const jwks = JwksSchema.safeParse(JSON.parse(e.OPERATOR_PUBLIC_KEYS));
       if (!jwks.success) problems.push('OPERATOR_PUBLIC_KEYS: must be a JWKS, {"keys": [ … ]}');
-      else if (jwks.data.keys.some((k) => 'd' in k)) problems.push('OPERATOR_PUBLIC_KEYS: holds a private key; configure only the public JWKS');
+      else if (jwks.data.keys.some((k) => 'd' in k))
+        problems.push('OPERATOR_PUBLIC_KEYS: holds a private key; configure only the public JWKS');
       else publicKeys = jwks.data;
     } catch {
       problems.push('OPERATOR_PUBLIC_KEYS: not valid JSON');

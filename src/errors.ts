@@ -16,8 +16,7 @@ export class AppError extends Error {
 }
 
 export const badRequest = (message: string, code = 'invalid_request') => new AppError(400, code, message);
-export const unauthorized = (message = 'missing or invalid installation token') =>
-  new AppError(401, 'unauthorized', message);
+export const unauthorized = (message = 'missing or invalid installation token') => new AppError(401, 'unauthorized', message);
 export const forbidden = (message: string, code = 'forbidden') => new AppError(403, code, message);
 export const notFound = (message = 'not found', code = 'not_found') => new AppError(404, code, message);
 export const conflict = (message: string, code = 'conflict') => new AppError(409, code, message);

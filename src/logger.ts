@@ -1,4 +1,4 @@
-import { pino, type DestinationStream, type Logger } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 
 /**
  * Everything that could carry a credential, wherever it appears in a log object. Tokens,

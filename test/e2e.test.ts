@@ -80,7 +80,10 @@ describe('the broker over real HTTP, started as `npm start` starts it', () => {
     });
     const url = withDatabase(adminUrl, name);
     const [a, b] = await Promise.all([startBroker({ DATABASE_URL: url }), startBroker({ DATABASE_URL: url })]);
-    cleanups.push(() => a.stop(), () => b.stop());
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
 
     const { token } = await json(
       await fetch(`${a.url}/v1/installations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),

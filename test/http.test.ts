@@ -65,7 +65,12 @@ describe('logs', () => {
     await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth });
     await t.app.inject({ method: 'GET', url: '/v1/me', headers: { authorization: `Bearer ${'f'.repeat(64)}` } });
     await t.app.inject({ method: 'POST', url: '/v1/installations', payload: { grant: 42, token } });
-    await t.app.inject({ method: 'POST', url: '/v1/installations', payload: `{"grant":"${grant}"` , headers: { 'content-type': 'application/json' } });
+    await t.app.inject({
+      method: 'POST',
+      url: '/v1/installations',
+      payload: `{"grant":"${grant}"`,
+      headers: { 'content-type': 'application/json' },
+    });
     const lines = t.logs.lines.slice(before).map((l) => JSON.parse(l));
     expect(lines.filter((l) => l.msg === 'request')).toHaveLength(4);
     expect(lines.find((l) => l.url === '/v1/me' && l.status === 200)).toMatchObject({ method: 'GET', installationId: expect.any(String) });
@@ -82,7 +87,15 @@ describe('logs', () => {
     const capture = new LogCapture();
     const logger = createLogger('info', capture);
     const secret = randomBytes(16).toString('hex');
-    logger.info({ token: secret, headers: { authorization: `Bearer ${secret}`, 'x-api-key': secret }, grant: secret, nested: { secret, apiKey: secret } }, 'oops');
+    logger.info(
+      {
+        token: secret,
+        headers: { authorization: `Bearer ${secret}`, 'x-api-key': secret },
+        grant: secret,
+        nested: { secret, apiKey: secret },
+      },
+      'oops',
+    );
     logger.info({ req: { headers: { authorization: secret } } }, 'oops');
     await new Promise((resolve) => setImmediate(resolve));
     expect(capture.text).toContain('oops');

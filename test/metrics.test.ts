@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { composioCallRecorder, createMetrics } from '../src/metrics/metrics.js';
 import { startMetricsServer } from '../src/metrics/routes.js';
-import { startHarness, type Harness } from './composio/harness.js';
+import { type Harness, startHarness } from './composio/harness.js';
 import { insertTrigger, SECRET, signed, triggerMessage } from './events/helpers.js';
 import { buildTestApp, register, type TestApp } from './support/app.js';
 
@@ -82,7 +82,12 @@ describe('/metrics on the public address', () => {
     const trigger = await insertTrigger(t.database, installationId);
     for (let i = 0; i < 3; i += 1) {
       const webhook = signed(triggerMessage(trigger, { n: i }));
-      const response = await t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', payload: webhook.body, headers: webhook.headers });
+      const response = await t.app.inject({
+        method: 'POST',
+        url: '/v1/webhooks/composio',
+        payload: webhook.body,
+        headers: webhook.headers,
+      });
       expect(response.statusCode).toBe(200);
     }
     const poll = await t.app.inject({ method: 'GET', url: '/v1/events?wait=0', headers: auth });

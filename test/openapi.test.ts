@@ -56,14 +56,23 @@ describe('openapi.yaml', () => {
     // Swagger UI's own files and copies of the document are not part of the API.
     const served = [...routes].filter((r) => !r.startsWith('HEAD ') && !/^GET \/docs\/./.test(r));
     expect(served).toContain('GET /v1/me');
-    expect(served.filter((r) => !spec.has(r)), 'served but missing from openapi.yaml').toEqual([]);
-    expect([...spec].filter((r) => !served.includes(r)), 'in openapi.yaml but not served').toEqual([]);
+    expect(
+      served.filter((r) => !spec.has(r)),
+      'served but missing from openapi.yaml',
+    ).toEqual([]);
+    expect(
+      [...spec].filter((r) => !served.includes(r)),
+      'in openapi.yaml but not served',
+    ).toEqual([]);
   });
 
   it('declares the answers of every route, and which token each installation and admin route takes', async () => {
     const spec = parse(await committed()) as Spec;
     for (const [route, operation] of operations(spec)) {
-      expect(Object.values(operation.responses).map((r) => r.description), route).not.toContain('Default Response');
+      expect(
+        Object.values(operation.responses).map((r) => r.description),
+        route,
+      ).not.toContain('Default Response');
       const schemes = (operation.security ?? []).flatMap(Object.keys);
       if (route.includes(' /v1/admin/')) expect(schemes, route).toEqual(['operatorToken']);
       else if (route === 'POST /v1/installations' || route === 'POST /v1/webhooks/composio' || !route.includes(' /v1/')) {

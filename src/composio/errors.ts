@@ -1,12 +1,7 @@
-import {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-} from '@composio/client';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from '@composio/client';
 import { ComposioRequestCancelledError, ComposioTriggerTypeNotFoundError } from '@composio/core';
 import { BudgetExhausted } from './call-budget.js';
-import { ComposioFailure, wholeSeconds, type ComposioRefusal } from './failure.js';
+import { ComposioFailure, type ComposioRefusal, wholeSeconds } from './failure.js';
 
 /**
  * The one place where whatever Composio or its SDK throws becomes a `ComposioFailure`.
@@ -85,10 +80,14 @@ export function toFailure(error: unknown, context: ErrorContext): ComposioFailur
   }
   // Our project key, not the person's app: nothing the client can fix.
   if (status === 401) {
-    return unavailable('Composio refused the managed service\'s project key; the operators have to fix it.', subject);
+    return unavailable("Composio refused the managed service's project key; the operators have to fix it.", subject);
   }
   if (status === 403) {
-    return refused('forbidden', 'Composio does not allow the managed service\'s project key to do this; the operators have to fix it.', subject);
+    return refused(
+      'forbidden',
+      "Composio does not allow the managed service's project key to do this; the operators have to fix it.",
+      subject,
+    );
   }
   if (status >= 500 || status === 408) return unavailable(`Composio is having trouble (HTTP ${status}); try again shortly.`, subject);
   if (status === 400 || status === 422) return refused('invalid', sentence(message) ?? 'Composio refused the request.', subject);
@@ -144,11 +143,7 @@ function refused(reason: ComposioRefusal, message: string, subject: string | und
 function isTimeout(error: unknown): boolean {
   // Our own deadline aborts the request: core reports it as cancelled, the bare client as an
   // abort; the client's per-attempt timer reports a connection timeout.
-  return (
-    error instanceof ComposioRequestCancelledError ||
-    error instanceof APIUserAbortError ||
-    error instanceof APIConnectionTimeoutError
-  );
+  return error instanceof ComposioRequestCancelledError || error instanceof APIUserAbortError || error instanceof APIConnectionTimeoutError;
 }
 
 /** Core wraps some client errors (link, revoke, trigger create) in its own; look through `cause`. */

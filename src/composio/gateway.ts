@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
+import { accountCalls } from './gateway/accounts.js';
 import type { CallCoreOptions } from './gateway/call.js';
 import { createCallCore } from './gateway/call.js';
-import { accountCalls } from './gateway/accounts.js';
 import { catalogCalls } from './gateway/catalog.js';
 import { mcpCalls } from './gateway/mcp.js';
 import { sessionCalls } from './gateway/sessions.js';

@@ -148,7 +148,10 @@ export interface ComposioGateway {
    * failures (an untrusted host, unreachable, a 404 to a request outside any MCP session, 429,
    * 5xx) are thrown as `ComposioFailure`s; the MCP server's answers come back as they are.
    */
-  fetchMcp(url: string, init: { method: string; headers: Record<string, string>; body?: Uint8Array; signal: AbortSignal }): Promise<Response>;
+  fetchMcp(
+    url: string,
+    init: { method: string; headers: Record<string, string>; body?: Uint8Array; signal: AbortSignal },
+  ): Promise<Response>;
   /** Whether a URL (MCP endpoint, consent link) may be handed to or fetched for a client. */
   isTrustedHost(url: string): boolean;
 }

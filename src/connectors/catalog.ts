@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { ComposioGateway } from '../composio/index.js';
 import type { Clock } from '../clock.js';
+import type { ComposioGateway } from '../composio/index.js';
 
 /** Ten minutes, as the client caches it too. */
 const FRESH_MS = 10 * 60 * 1000;
@@ -24,7 +24,10 @@ export class CatalogCache {
     const now = this.clock.now().getTime();
     if (this.copy && now - this.copy.fetchedAt < FRESH_MS) return this.view(now);
     try {
-      await (this.inFlight ??= this.refresh().finally(() => (this.inFlight = undefined)));
+      this.inFlight ??= this.refresh().finally(() => {
+        this.inFlight = undefined;
+      });
+      await this.inFlight;
     } catch (error) {
       if (!this.copy) throw error;
       this.logger.warn({ err: error, ageSeconds: Math.round((now - this.copy.fetchedAt) / 1000) }, 'serving a stale catalog');

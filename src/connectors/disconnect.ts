@@ -1,4 +1,4 @@
-import { isComposioNotFound, type ComposioGateway } from '../composio/index.js';
+import { type ComposioGateway, isComposioNotFound } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import type { Installation } from '../installations/installations.js';
 import { listAccounts } from './inventory.js';

@@ -42,11 +42,7 @@ export async function sweep<T>(fetchPage: (cursor: string | undefined) => Promis
 }
 
 /** Every connected account of the installation's Composio user (optionally for some toolkits). */
-export function listAccounts(
-  composio: ComposioGateway,
-  userId: string,
-  toolkits?: readonly string[],
-): Promise<ConnectedAccount[]> {
+export function listAccounts(composio: ComposioGateway, userId: string, toolkits?: readonly string[]): Promise<ConnectedAccount[]> {
   return sweep((cursor) =>
     composio.listConnectedAccounts({ userId, cursor, limit: PAGE_SIZE, ...(toolkits ? { toolkitSlugs: toolkits } : {}) }),
   );

@@ -81,7 +81,12 @@ export function withReconnectNote(message: unknown): unknown {
   if (Array.isArray(message)) return message.map(withReconnectNote);
   if (!message || typeof message !== 'object') return message;
   const rpc = message as { result?: { content?: unknown; isError?: boolean }; error?: { message?: unknown } };
-  if (rpc.error && typeof rpc.error.message === 'string' && isSignedOutText(rpc.error.message) && !rpc.error.message.includes(RECONNECT_NOTE)) {
+  if (
+    rpc.error &&
+    typeof rpc.error.message === 'string' &&
+    isSignedOutText(rpc.error.message) &&
+    !rpc.error.message.includes(RECONNECT_NOTE)
+  ) {
     return { ...rpc, error: { ...rpc.error, message: `${rpc.error.message}\n${RECONNECT_NOTE}` } };
   }
   const content = rpc.result?.content;
@@ -120,11 +125,9 @@ class SseReconnectNote extends Transform {
   private pending = '';
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
     this.pending += chunk.toString('utf8');
-    let end: RegExpExecArray | null;
     let out = '';
-    const boundary = /\r?\n\r?\n/g;
     let consumed = 0;
-    while ((end = boundary.exec(this.pending)) !== null) {
+    for (const end of this.pending.matchAll(/\r?\n\r?\n/g)) {
       const event = this.pending.slice(consumed, end.index);
       out += noteEvent(event) + end[0];
       consumed = end.index + end[0].length;

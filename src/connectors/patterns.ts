@@ -2,9 +2,7 @@ import { z } from 'zod';
 
 /** The ids a client may send, as the first version accepted them (existing-client.md). */
 export const ToolkitSlug = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,80}$/, 'must be a toolkit slug such as gmail');
-export const ConnectedAccountId = z
-  .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/, 'must be a connected account id such as ca_…');
+export const ConnectedAccountId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/, 'must be a connected account id such as ca_…');
 
 /** A label for an account: 1–64 printable characters once trimmed; compared case-insensitively. */
 export const Alias = z

@@ -5,9 +5,9 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
-import { requireInstallation } from '../installations/guard.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { describedHeaders, installationToken, json, refusal, refusals } from '../http/responses.js';
+import { requireInstallation } from '../installations/guard.js';
 import { authorize } from './authorize.js';
 import { CatalogCache } from './catalog.js';
 import { disconnectAccount, disconnectSelected } from './disconnect.js';
@@ -30,7 +30,14 @@ const AccountParams = z.object({ slug: ToolkitSlug, accountId: ConnectedAccountI
 const ServicesQuery = z.object({
   services: z
     .string()
-    .transform((s) => [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))])
+    .transform((s) => [
+      ...new Set(
+        s
+          .split(',')
+          .map((x) => x.trim())
+          .filter(Boolean),
+      ),
+    ])
     .pipe(z.array(ToolkitSlug).min(1, 'must name at least one service').max(100, 'must name at most 100 services'))
     .meta({ description: 'Comma-separated toolkit slugs, e.g. `gmail,slack`.' }),
 });
@@ -43,12 +50,10 @@ const Service = z
   .object({
     connected: z.boolean().describe('An ACTIVE account, or an app that needs no sign-in.'),
     pending: z.boolean().describe('A sign-in was started and not finished.'),
-    status: z
-      .union([AccountStatus, z.literal('NOT_CONNECTED')])
-      .meta({
-        type: 'string',
-        description: "`ACTIVE` when connected, otherwise the newest account's status, or `NOT_CONNECTED`.",
-      }),
+    status: z.union([AccountStatus, z.literal('NOT_CONNECTED')]).meta({
+      type: 'string',
+      description: "`ACTIVE` when connected, otherwise the newest account's status, or `NOT_CONNECTED`.",
+    }),
     accounts: z.array(z.object({ id: z.string(), alias: z.string().optional(), status: AccountStatus })),
   })
   .meta({ id: 'Service' });
@@ -88,10 +93,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
       "Merges the Session's toolkits (no-auth apps and the selected account) with every connected account of the installation's Composio user, all pages. Falls back to the Session's view when the project key may not list accounts. Only ids, labels and statuses are shown.",
     security: installationToken,
     response: {
-      200: json(
-        'Every app with an account (or needing none).',
-        z.object({ configured: z.literal(true), services: Services }),
-      ),
+      200: json('Every app with an account (or needing none).', z.object({ configured: z.literal(true), services: Services })),
       ...refused,
       503: refusals.composioFailed,
     },
@@ -162,8 +164,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   const disconnectById = {
     tags: ['connected apps'],
     summary: 'Disconnect one account',
-    description:
-      "Ownership is proven with Composio before anything is revoked; another installation's id removes nothing (`removed 0`).",
+    description: "Ownership is proven with Composio before anything is revoked; another installation's id removes nothing (`removed 0`).",
     security: installationToken,
     params: AccountParams,
     response: {
@@ -195,11 +196,10 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
 
   // The MCP body and answer are bytes passed through: declared for the reference, never parsed
   // or serialised here.
-  const mcpHeaders = (required: boolean) =>
-    describedHeaders({ 'mcp-session-id': { required, description: 'Passed both ways.' } });
+  const mcpHeaders = (required: boolean) => describedHeaders({ 'mcp-session-id': { required, description: 'Passed both ways.' } });
   const mcpPost = {
     tags: ['connected apps'],
-    summary: 'The installation\'s tools over MCP (Streamable HTTP)',
+    summary: "The installation's tools over MCP (Streamable HTTP)",
     description:
       "A streaming proxy to the installation's Session MCP endpoint, with the project key added here. `mcp-session-id` is passed both ways; server-sent events are streamed as they arrive. Bodies over 2 MiB get `413`. A signed-out account's error carries a note telling the bot to call `COMPOSIO_MANAGE_CONNECTIONS`.",
     security: installationToken,
@@ -229,9 +229,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   await server.register(async (mcp) => {
     // The MCP body goes upstream byte for byte, whatever its content type.
     mcp.removeAllContentTypeParsers();
-    mcp.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.mcpBodyLimitBytes }, (_request, body, done) =>
-      done(null, body),
-    );
+    mcp.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.mcpBodyLimitBytes }, (_request, body, done) => done(null, body));
     const forward = async (request: FastifyRequest, reply: FastifyReply) => {
       const aborted = new AbortController();
       reply.raw.once('close', () => {

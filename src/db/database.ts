@@ -2,8 +2,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
-import postgres from 'postgres';
 import type { Logger } from 'pino';
+import postgres from 'postgres';
 import * as schema from './schema.js';
 
 export type Sql = postgres.Sql;

@@ -91,7 +91,10 @@ function referencedOnly(document: OpenAPIV3_1.Document): OpenAPIV3_1.Document {
   const schemas = document.components?.schemas ?? {};
   const used = new Set<string>();
   const visit = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(visit);
+    if (Array.isArray(node)) {
+      for (const item of node) visit(item);
+      return;
+    }
     if (node === null || typeof node !== 'object') return;
     for (const [key, value] of Object.entries(node)) {
       if (key === '$ref' && typeof value === 'string' && value.startsWith('#/components/schemas/')) {
@@ -120,8 +123,7 @@ export async function apiDocs(app: FastifyInstance): Promise<void> {
       paths: { '/docs': DOCS_PATH },
     },
     transform: jsonSchemaTransform,
-    transformObject: (document) =>
-      referencedOnly(hoistRecursiveSchemas(jsonSchemaTransformObject(document) as OpenAPIV3_1.Document)),
+    transformObject: (document) => referencedOnly(hoistRecursiveSchemas(jsonSchemaTransformObject(document) as OpenAPIV3_1.Document)),
   });
 
   await app.register(swaggerUi, {
@@ -136,7 +138,9 @@ export async function apiDocs(app: FastifyInstance): Promise<void> {
       schema: {
         tags: ['service'],
         summary: 'This document',
-        response: { 200: { description: 'The OpenAPI description of the broker.', content: { 'application/yaml': { schema: z.string() } } } },
+        response: {
+          200: { description: 'The OpenAPI description of the broker.', content: { 'application/yaml': { schema: z.string() } } },
+        },
       },
     },
     async (_request, reply) => reply.type('application/yaml; charset=utf-8').send(apiDocument(app)),

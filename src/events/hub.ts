@@ -64,7 +64,10 @@ export class EventHub {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     let set = this.waiters.get(installationId);
-    if (!set) this.waiters.set(installationId, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.waiters.set(installationId, set);
+    }
     set.add(waiter);
     this.count++;
     return { woken, cancel: () => waiter.settle('aborted') };

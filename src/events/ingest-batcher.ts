@@ -79,7 +79,7 @@ export class IngestBatcher {
   private async run(batch: Pending[]): Promise<void> {
     try {
       const rows = await this.call(batch.map((p) => p.input));
-      batch.forEach((p, i) => p.resolve(rows[i]!));
+      for (const [i, p] of batch.entries()) p.resolve(rows[i]!);
     } catch (error) {
       if (batch.length === 1) {
         batch[0]!.reject(error);

@@ -3,7 +3,7 @@ import type { Sql } from '../db/database.js';
 import { unauthorized } from '../errors.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { EventHub } from './hub.js';
-import { acknowledge, readQueue, type QueuedEvent, type QueueSlice } from './queue.js';
+import { acknowledge, type QueuedEvent, type QueueSlice, readQueue } from './queue.js';
 
 export interface PollAnswer {
   readonly events: QueuedEvent[];

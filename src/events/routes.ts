@@ -3,9 +3,8 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
-import { requireInstallation } from '../installations/guard.js';
-import { parseInput } from '../http/validate.js';
 import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
+import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
 import { pollEvents } from './poll.js';
 import { acknowledge } from './queue.js';
@@ -40,9 +39,7 @@ const AckBody = z.strictObject({ cursor: z.string().min(1).max(64) });
 
 const Event = z
   .object({
-    id: z
-      .string()
-      .describe('The `webhook-id` of the delivery (stable across redeliveries), or a broker-made id for `quota.exceeded`.'),
+    id: z.string().describe('The `webhook-id` of the delivery (stable across redeliveries), or a broker-made id for `quota.exceeded`.'),
     type: z.enum(['trigger.event', 'connection.expired', 'quota.exceeded']),
     triggerId: z.string().nullable().meta({ format: 'uuid' }),
     automationId: z.string().nullable(),
@@ -62,10 +59,7 @@ const EventBatch = z
   .object({
     events: z.array(Event),
     cursor: z.string().describe('Opaque. Pass it to the next poll to acknowledge these events and read on.'),
-    gap: z
-      .literal(true)
-      .optional()
-      .describe('Present when events after the starting position were already removed by retention.'),
+    gap: z.literal(true).optional().describe('Present when events after the starting position were already removed by retention.'),
   })
   .meta({ id: 'EventBatch' });
 
@@ -92,9 +86,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     querystring: PollQuery,
     response: {
       200: json('The next events (possibly none, after the wait).', EventBatch),
-      400: refusal(
-        'A bad `limit` or `wait`, or a cursor this installation was not given or past its queue (`invalid_cursor`).',
-      ),
+      400: refusal('A bad `limit` or `wait`, or a cursor this installation was not given or past its queue (`invalid_cursor`).'),
       401: refusals.unauthorized,
     },
   };

@@ -1,6 +1,6 @@
-import postgres from 'postgres';
 import type { Logger } from 'pino';
-import { reconnectBackoff, type Database } from '../db/database.js';
+import postgres from 'postgres';
+import { type Database, reconnectBackoff } from '../db/database.js';
 import { EventHub } from './hub.js';
 import { IngestBatcher } from './ingest-batcher.js';
 import { EventListener } from './listener.js';
@@ -56,7 +56,11 @@ export function createEventsRuntime(options: { database: Pick<Database, 'sql' | 
     async stop() {
       hub.closeAll();
       await notifier.drain();
-      if (started) await started.then(() => listener.stop(), () => undefined);
+      if (started)
+        await started.then(
+          () => listener.stop(),
+          () => undefined,
+        );
     },
   };
 }

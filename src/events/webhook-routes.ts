@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import { parseWebhookEvent } from '../composio/webhook-events.js';
 import { verifyWebhookSignature } from '../composio/webhook-signature.js';
-import { z } from 'zod';
 import type { Database } from '../db/database.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
-import type { Quotas } from '../plans/plan.js';
 import { describedHeaders, json, refusal, refusals } from '../http/responses.js';
+import type { Quotas } from '../plans/plan.js';
 import { FailureLimiter } from './failure-limiter.js';
 import { ingestWebhookEvent } from './ingest.js';
 import type { WebhookOutcome } from './outcomes.js';
@@ -52,7 +52,7 @@ const schema = {
   tags: ['events'],
   summary: "Composio's signed webhooks",
   description:
-    'Called by Composio, not by installations. The signature (`webhook-id`, `webhook-timestamp`, `webhook-signature`: HMAC-SHA256 over `id.timestamp.body`, `v1,` base64, several allowed) is checked on the raw body before anything else, against every configured secret, with a 300-second tolerance. `composio.trigger.message` is routed by `metadata.trigger_id`, filtered, counted against the day\'s quota and queued; `composio.connected_account.expired` marks the account\'s triggers `needs_reconnect` and queues `connection.expired`. The `webhook-id` is the event id: a redelivery is stored once. Unknown or paused triggers, duplicates and other event types answer `200` with nothing queued. Addresses sending many bad signatures are refused for a while (`429`).\n\n' +
+    "Called by Composio, not by installations. The signature (`webhook-id`, `webhook-timestamp`, `webhook-signature`: HMAC-SHA256 over `id.timestamp.body`, `v1,` base64, several allowed) is checked on the raw body before anything else, against every configured secret, with a 300-second tolerance. `composio.trigger.message` is routed by `metadata.trigger_id`, filtered, counted against the day's quota and queued; `composio.connected_account.expired` marks the account's triggers `needs_reconnect` and queues `connection.expired`. The `webhook-id` is the event id: a redelivery is stored once. Unknown or paused triggers, duplicates and other event types answer `200` with nothing queued. Addresses sending many bad signatures are refused for a while (`429`).\n\n" +
     'The body is a Composio V3 event, `{id, timestamp, type, metadata, data}`, as JSON of at most 1 MiB.',
   headers: describedHeaders({
     'webhook-id': { required: true, schema: { maxLength: 255 } },

@@ -51,10 +51,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (error instanceof ComposioFailure) error = composioFailureAnswer(error);
     if (error instanceof AppError) {
       if (error.status >= 500) request.log.warn({ code: error.code, msg: error.message }, 'request failed');
-      void reply
-        .code(error.status)
-        .headers(error.headers)
-        .send({ error: error.message, code: error.code });
+      void reply.code(error.status).headers(error.headers).send({ error: error.message, code: error.code });
       return;
     }
     const known = error.code ? FRAMEWORK_ERRORS[error.code] : undefined;

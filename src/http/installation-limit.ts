@@ -13,8 +13,7 @@ export function perInstallationLimit(max: number, message: string) {
       max,
       timeWindow: 60_000,
       keyGenerator: (request: FastifyRequest) => `installation:${request.installation.id}`,
-      errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) =>
-        tooManyRequests(message, context.ttl / 1000),
+      errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) => tooManyRequests(message, context.ttl / 1000),
     },
   };
 }

@@ -25,8 +25,7 @@ export const refusal = (description: string) => json(description, ErrorBody);
 export const empty = (description: string) => z.undefined().describe(description);
 
 /** A date as the database or the clock wrote it, an ISO string. */
-export const timestamp = (description?: string) =>
-  z.string().meta({ format: 'date-time', ...(description ? { description } : {}) });
+export const timestamp = (description?: string) => z.string().meta({ format: 'date-time', ...(description ? { description } : {}) });
 
 /** A UUID as the database wrote it. */
 export const uuid = () => z.string().meta({ format: 'uuid' });
@@ -36,12 +35,8 @@ export const refusals = {
   badRequest: refusal('Malformed JSON, wrong types or a bad field (named in `error`).'),
   unauthorized: refusal('Missing, unknown or disabled installation token (and only then).'),
   tooLarge: refusal('The body is over the size limit.'),
-  composioFailed: refusal(
-    'Composio is down, slow or refused (`upstream_unavailable`, `upstream_rate_limited`); `error` is readable.',
-  ),
-  installationRateLimited: refusal(
-    'More than the per-installation budget of connected-app requests (120 a minute by default).',
-  ),
+  composioFailed: refusal('Composio is down, slow or refused (`upstream_unavailable`, `upstream_rate_limited`); `error` is readable.'),
+  installationRateLimited: refusal('More than the per-installation budget of connected-app requests (120 a minute by default).'),
   rateLimited: refusal('Too many requests from this client; see `retry-after`.'),
   operatorUnauthorized: refusal('Missing, invalid, expired or too long-lived admin token (`operator_unauthorized`).'),
   adminDisabled: refusal('No operator keys are configured, so the admin API is off (`admin_disabled`).'),
@@ -65,7 +60,10 @@ export function describedHeaders(headers: Record<string, { required: boolean; de
   const shape = Object.fromEntries(
     Object.entries(headers).map(([name, { description, schema }]) => [
       name,
-      z.unknown().meta({ type: 'string', ...schema, ...(description ? { description } : {}) }).optional(),
+      z
+        .unknown()
+        .meta({ type: 'string', ...schema, ...(description ? { description } : {}) })
+        .optional(),
     ]),
   );
   const required = Object.entries(headers)

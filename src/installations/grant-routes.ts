@@ -51,9 +51,7 @@ export async function planRoutes(server: FastifyInstance, deps: PlanRoutesDeps):
         body: PresentGrantBody,
         response: {
           200: json('The installation is on the paid plan.', PaidPlan),
-          400: refusal(
-            'Bad body, or a grant that cannot be read or verified (`grant_malformed`, `grant_unverifiable`).',
-          ),
+          400: refusal('Bad body, or a grant that cannot be read or verified (`grant_malformed`, `grant_unverifiable`).'),
           401: refusals.unauthorized,
           403: refusals.grantRefused,
           429: refusals.rateLimited,

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installations } from '../db/schema.js';
 import { startHarness } from '../../test/composio/harness.js';
 import { buildTestApp, register, type TestApp } from '../../test/support/app.js';
+import { installations } from '../db/schema.js';
 import { setRegistrationMode } from './registration.js';
 
 let t: TestApp;
@@ -107,8 +107,7 @@ describe('registration rate limit', () => {
   it('answers 429 past the per-client limit, counted per client address', async () => {
     const limited = await buildTestApp({ REGISTRATIONS_PER_MINUTE: '3' }, { database: t.database });
     try {
-      const from = (ip: string) =>
-        limited.app.inject({ method: 'POST', url: '/v1/installations', payload: {}, remoteAddress: ip });
+      const from = (ip: string) => limited.app.inject({ method: 'POST', url: '/v1/installations', payload: {}, remoteAddress: ip });
       for (let i = 0; i < 3; i += 1) expect((await from('10.0.0.1')).statusCode).toBe(201);
       const before = await count();
       const refused = await from('10.0.0.1');

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Db, Sql } from '../db/database.js';
 import { nextUtcMidnight, utcDay } from '../clock.js';
+import type { Db, Sql } from '../db/database.js';
 import type { VerifiedGrant } from '../plans/grants.js';
 import { currentPlan, eventsPerDay, type Plan, type Quotas } from '../plans/plan.js';
 import { holdGrant } from '../plans/store.js';
@@ -65,16 +65,8 @@ export interface MeView {
 }
 
 /** The check-in answer: who the installation is, its plan and today's use of its quota. */
-export async function describeInstallation(
-  db: Db,
-  installation: Installation,
-  quotas: Quotas,
-  now: Date,
-): Promise<MeView> {
-  const [{ plan }, usage] = await Promise.all([
-    currentPlan(db, installation.id, now),
-    usageOn(db, installation.id, utcDay(now)),
-  ]);
+export async function describeInstallation(db: Db, installation: Installation, quotas: Quotas, now: Date): Promise<MeView> {
+  const [{ plan }, usage] = await Promise.all([currentPlan(db, installation.id, now), usageOn(db, installation.id, utcDay(now))]);
   return {
     installationId: installation.id,
     plan,

@@ -4,13 +4,12 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests, unavailable } from '../errors.js';
-import { parseInput } from '../http/validate.js';
 import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
 import type { GrantVerifier } from '../plans/grants.js';
 import type { Quotas } from '../plans/plan.js';
 import { requireInstallation } from './guard.js';
-import { describeInstallation, registerInstallation, type Installation } from './installations.js';
-import { registrationMode, type RegistrationMode } from './registration.js';
+import { describeInstallation, type Installation, registerInstallation } from './installations.js';
+import { type RegistrationMode, registrationMode } from './registration.js';
 
 export interface InstallationRoutesDeps {
   database: Database;
@@ -56,8 +55,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
       schema: {
         tags: ['installations'],
         summary: 'Register an installation',
-        description:
-          'Rate-limited per client address (30 a minute by default). A Cloud on a paid plan may present its grant here.',
+        description: 'Rate-limited per client address (30 a minute by default). A Cloud on a paid plan may present its grant here.',
         body: RegisterBody,
         response: {
           201: json('Registered. The token is shown once and never again.', Registered),
@@ -75,8 +73,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
         rateLimit: {
           max: deps.registrationsPerMinute,
           timeWindow: 60_000,
-          errorResponseBuilder: (_request, context) =>
-            tooManyRequests('too many registration attempts', context.ttl / 1000),
+          errorResponseBuilder: (_request, context) => tooManyRequests('too many registration attempts', context.ttl / 1000),
         },
       },
     },

@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNull, sql as drizzleSql } from 'drizzle-orm';
+import { and, sql as drizzleSql, eq, inArray, isNull } from 'drizzle-orm';
 import type { Db, DbOrTransaction, Sql } from '../db/database.js';
 import { installations } from '../db/schema.js';
 
@@ -131,7 +131,10 @@ export interface ImportedInstallation extends NewInstallation {
 
 /** Which of `ids` are installations here already. */
 export async function existingInstallationIds(db: DbOrTransaction, ids: readonly string[]): Promise<Set<string>> {
-  const rows = await db.select({ id: installations.id }).from(installations).where(inArray(installations.id, [...ids]));
+  const rows = await db
+    .select({ id: installations.id })
+    .from(installations)
+    .where(inArray(installations.id, [...ids]));
   return new Set(rows.map((r) => r.id));
 }
 
@@ -145,10 +148,7 @@ export async function tokenHashHolders(db: DbOrTransaction, hashes: readonly str
 }
 
 /** Inserts imported installations, skipping ids that are already here; answers the ids inserted. */
-export async function insertImportedInstallations(
-  db: DbOrTransaction,
-  rows: readonly ImportedInstallation[],
-): Promise<Set<string>> {
+export async function insertImportedInstallations(db: DbOrTransaction, rows: readonly ImportedInstallation[]): Promise<Set<string>> {
   const inserted = await db
     .insert(installations)
     .values(

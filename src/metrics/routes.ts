@@ -58,7 +58,8 @@ export async function metricsRoutes(
   };
   app.get('/metrics', { schema }, async (request, reply) => {
     const token = bearerToken(request);
-    if (!deps.token) throw new AppError(403, 'metrics_disabled', 'metrics are not served here; set METRICS_TOKEN or METRICS_HOST/METRICS_PORT');
+    if (!deps.token)
+      throw new AppError(403, 'metrics_disabled', 'metrics are not served here; set METRICS_TOKEN or METRICS_HOST/METRICS_PORT');
     if (!token || !sameSecret(token, deps.token)) throw new AppError(401, 'unauthorized', 'missing or invalid metrics token');
     return reply
       .header('cache-control', 'no-store')

@@ -1,4 +1,4 @@
-import { decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
+import { decodeProtectedHeader, errors, type JWTPayload, jwtVerify } from 'jose';
 import { OPERATOR_ALGORITHM, type OperatorPublicKeys } from './keys.js';
 
 /** Clocks of the operator's machine and the broker's may disagree by this much. */

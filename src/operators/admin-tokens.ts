@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js';
 import type { OperatorPublicKeys } from '../operator-keys/keys.js';
-import { verifyOperatorToken, type OperatorTokenProblem } from '../operator-keys/verify.js';
+import { type OperatorTokenProblem, verifyOperatorToken } from '../operator-keys/verify.js';
 
 /** The audience of admin tokens; a grant (`omb-connected-apps`) is never one. */
 export const ADMIN_AUDIENCE = 'omb-broker-admin';

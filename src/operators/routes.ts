@@ -6,11 +6,11 @@ import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import { json, operatorToken, refusal, refusals, timestamp, uuid } from '../http/responses.js';
-import { registrationMode, setRegistrationMode, type RegistrationMode } from '../installations/registration.js';
+import { type RegistrationMode, registrationMode, setRegistrationMode } from '../installations/registration.js';
+import type { OperatorPublicKeys } from '../operator-keys/keys.js';
 import { revokeGrant } from '../plans/store.js';
 import { authenticateOperator, type Operator } from './admin-tokens.js';
 import { disableInstallation, enableInstallation } from './disable.js';
-import type { OperatorPublicKeys } from '../operator-keys/keys.js';
 import { serviceStats } from './stats.js';
 
 declare module 'fastify' {
@@ -43,7 +43,7 @@ const limited = {
 
 const InstallationParams = z.object({ id: z.uuid() });
 const GrantParams = z.object({ jti: z.string().trim().min(1).max(256) });
-const RegistrationMode = z.strictObject({ mode: z.enum(['open', 'closed']) }).meta({ id: 'RegistrationMode' });
+const RegistrationModeBody = z.strictObject({ mode: z.enum(['open', 'closed']) }).meta({ id: 'RegistrationMode' });
 
 const count = () => z.number().int();
 const ServiceStats = z
@@ -53,9 +53,7 @@ const ServiceStats = z
     installations: z.object({
       total: count(),
       disabled: count(),
-      byPlan: z
-        .object({ standard: count(), paid: count() })
-        .describe('Enabled installations by the plan they are on now.'),
+      byPlan: z.object({ standard: count(), paid: count() }).describe('Enabled installations by the plan they are on now.'),
       activeLastDay: count().describe('Seen in the last 24 hours.'),
     }),
     events: z.object({
@@ -108,16 +106,14 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
       ...adminRefusals,
     },
   };
-  app.get('/v1/admin/stats', { ...limited, schema: stats }, async () =>
-    serviceStats(db, deps.clock.now(), deps.registrationMode),
-  );
+  app.get('/v1/admin/stats', { ...limited, schema: stats }, async () => serviceStats(db, deps.clock.now(), deps.registrationMode));
 
   const readMode = {
     tags: ['operators'],
     summary: 'Whether new installations may register',
     security: operatorToken,
     response: {
-      200: json('The registration mode every broker process uses now.', RegistrationMode),
+      200: json('The registration mode every broker process uses now.', RegistrationModeBody),
       ...adminRefusals,
     },
   };
@@ -128,12 +124,11 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
   const switchMode = {
     tags: ['operators'],
     summary: 'Open or close registration',
-    description:
-      'Stored in the database, so every broker process follows at once; it outlasts restarts and `REGISTRATION_MODE`.',
+    description: 'Stored in the database, so every broker process follows at once; it outlasts restarts and `REGISTRATION_MODE`.',
     security: operatorToken,
-    body: RegistrationMode,
+    body: RegistrationModeBody,
     response: {
-      200: json('The new mode.', RegistrationMode),
+      200: json('The new mode.', RegistrationModeBody),
       400: refusals.badRequest,
       ...adminRefusals,
     },

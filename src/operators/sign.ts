@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
+import { OPERATOR_ALGORITHM, type OperatorSigningKey } from '../operator-keys/keys.js';
 import { GRANT_AUDIENCE } from '../plans/grants.js';
 import { ADMIN_AUDIENCE, MAX_ADMIN_TOKEN_SECONDS } from './admin-tokens.js';
-import { OPERATOR_ALGORITHM, type OperatorSigningKey } from '../operator-keys/keys.js';
 
 /** What the operators sign; the broker verifies the same shapes in `plans/` and `admin-tokens.ts`. */
 export interface SignedToken {

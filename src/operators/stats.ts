@@ -3,7 +3,7 @@ import { utcDay } from '../clock.js';
 import type { Db } from '../db/database.js';
 import { installations } from '../db/schema.js';
 import { queueBacklog } from '../events/queue.js';
-import { registrationMode, type RegistrationMode } from '../installations/registration.js';
+import { type RegistrationMode, registrationMode } from '../installations/registration.js';
 import { countPaidInstallations } from '../plans/plan.js';
 import { totalUsageOn } from '../plans/usage.js';
 

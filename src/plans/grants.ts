@@ -1,6 +1,6 @@
-import { badRequest, forbidden, type AppError } from '../errors.js';
+import { type AppError, badRequest, forbidden } from '../errors.js';
 import type { OperatorPublicKeys } from '../operator-keys/keys.js';
-import { verifyOperatorToken, type OperatorTokenProblem } from '../operator-keys/verify.js';
+import { type OperatorTokenProblem, verifyOperatorToken } from '../operator-keys/verify.js';
 
 /** The audience of paid-plan grants; an admin token (`omb-broker-admin`) is never one. */
 export const GRANT_AUDIENCE = 'omb-connected-apps';

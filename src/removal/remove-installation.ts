@@ -2,9 +2,9 @@ import type { Logger } from 'pino';
 import type { ComposioGateway } from '../composio/index.js';
 import { revokeAllAccounts } from '../connectors/disconnect.js';
 import type { Db } from '../db/database.js';
-import { deleteInstallationTriggers } from '../triggers/delete.js';
 import type { Installation } from '../installations/installations.js';
 import { deleteInstallation } from '../installations/store.js';
+import { deleteInstallationTriggers } from '../triggers/delete.js';
 
 /**
  * Removes an installation the way `DELETE /v1/me` promises: its triggers on Composio first (no

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CONNECTED_ACCOUNT_STATUSES } from '../composio/types.js';
 import { findToolkit, type ToolkitDef } from './catalog.js';
-import { SimCode, SimError, badRequest, notFound } from './errors.js';
+import { badRequest, notFound, SimCode, SimError } from './errors.js';
 import { nanoId, uuid, wordId } from './ids.js';
 import type { AccountRecord, AccountStatus, AuthConfigRecord, SimStore } from './store.js';
 
@@ -62,9 +62,7 @@ export function resolveAuthConfig(store: SimStore, toolkit: ToolkitDef, pinned?:
  */
 export function assertAliasFree(store: SimStore, userId: string, toolkit: string, alias: string): void {
   const wanted = alias.toLowerCase();
-  const taken = [...store.accounts.values()].some(
-    (a) => a.userId === userId && a.toolkit === toolkit && a.alias?.toLowerCase() === wanted,
-  );
+  const taken = [...store.accounts.values()].some((a) => a.userId === userId && a.toolkit === toolkit && a.alias?.toLowerCase() === wanted);
   if (taken) {
     throw new SimError(
       409,
@@ -143,7 +141,10 @@ export function listAccounts(store: SimStore, filter: AccountFilter): AccountRec
  * Revoking asks the provider to invalidate the tokens. Composio answers 400 for apps that
  * cannot do it and 409 for an account not in a revokable state (both mapped by the SDK).
  */
-export function revokeAccount(store: SimStore, id: string): { revoked_tokens: string[]; connected_account: { id: string; status: string } } {
+export function revokeAccount(
+  store: SimStore,
+  id: string,
+): { revoked_tokens: string[]; connected_account: { id: string; status: string } } {
   const account = getAccount(store, id);
   const toolkit = requireToolkit(account.toolkit);
   if (!toolkit.revocable) {

@@ -54,8 +54,18 @@ export const TOOLKITS: readonly ToolkitDef[] = [
     noAuth: false,
     revocable: true,
     tools: [
-      { slug: 'GMAIL_SEND_EMAIL', name: 'Send email', description: 'Send an email from the connected Gmail account.', inputSchema: obj({ recipient_email: str('To address'), subject: str('Subject'), body: str('Body') }, ['recipient_email']) },
-      { slug: 'GMAIL_FETCH_EMAILS', name: 'Fetch emails', description: 'List recent emails matching a Gmail search query.', inputSchema: obj({ query: str('Gmail search syntax'), max_results: { type: 'integer' } }) },
+      {
+        slug: 'GMAIL_SEND_EMAIL',
+        name: 'Send email',
+        description: 'Send an email from the connected Gmail account.',
+        inputSchema: obj({ recipient_email: str('To address'), subject: str('Subject'), body: str('Body') }, ['recipient_email']),
+      },
+      {
+        slug: 'GMAIL_FETCH_EMAILS',
+        name: 'Fetch emails',
+        description: 'List recent emails matching a Gmail search query.',
+        inputSchema: obj({ query: str('Gmail search syntax'), max_results: { type: 'integer' } }),
+      },
     ],
   },
   {
@@ -68,7 +78,12 @@ export const TOOLKITS: readonly ToolkitDef[] = [
     noAuth: false,
     revocable: true,
     tools: [
-      { slug: 'SLACK_SEND_MESSAGE', name: 'Send message', description: 'Post a message to a Slack channel.', inputSchema: obj({ channel: str('Channel id or name'), text: str('Message text') }, ['channel', 'text']) },
+      {
+        slug: 'SLACK_SEND_MESSAGE',
+        name: 'Send message',
+        description: 'Post a message to a Slack channel.',
+        inputSchema: obj({ channel: str('Channel id or name'), text: str('Message text') }, ['channel', 'text']),
+      },
       { slug: 'SLACK_LIST_CHANNELS', name: 'List channels', description: 'List the channels of the workspace.', inputSchema: obj({}) },
     ],
   },
@@ -84,8 +99,22 @@ export const TOOLKITS: readonly ToolkitDef[] = [
     // "revocation not supported" path can be exercised.
     revocable: false,
     tools: [
-      { slug: 'GITHUB_CREATE_AN_ISSUE', name: 'Create an issue', description: 'Open an issue in a repository.', inputSchema: obj({ owner: str('Owner'), repo: str('Repository'), title: str('Title'), body: str('Body') }, ['owner', 'repo', 'title']) },
-      { slug: 'GITHUB_LIST_REPOSITORIES', name: 'List repositories', description: 'List the repositories of the signed-in user.', inputSchema: obj({}) },
+      {
+        slug: 'GITHUB_CREATE_AN_ISSUE',
+        name: 'Create an issue',
+        description: 'Open an issue in a repository.',
+        inputSchema: obj({ owner: str('Owner'), repo: str('Repository'), title: str('Title'), body: str('Body') }, [
+          'owner',
+          'repo',
+          'title',
+        ]),
+      },
+      {
+        slug: 'GITHUB_LIST_REPOSITORIES',
+        name: 'List repositories',
+        description: 'List the repositories of the signed-in user.',
+        inputSchema: obj({}),
+      },
     ],
   },
   {
@@ -98,8 +127,21 @@ export const TOOLKITS: readonly ToolkitDef[] = [
     noAuth: false,
     revocable: true,
     tools: [
-      { slug: 'GOOGLECALENDAR_CREATE_EVENT', name: 'Create event', description: 'Create a calendar event.', inputSchema: obj({ summary: str('Title'), start_datetime: str('ISO start'), event_duration_minutes: { type: 'integer' } }, ['summary', 'start_datetime']) },
-      { slug: 'GOOGLECALENDAR_FIND_EVENT', name: 'Find event', description: 'Search calendar events.', inputSchema: obj({ query: str('Text to search for') }) },
+      {
+        slug: 'GOOGLECALENDAR_CREATE_EVENT',
+        name: 'Create event',
+        description: 'Create a calendar event.',
+        inputSchema: obj({ summary: str('Title'), start_datetime: str('ISO start'), event_duration_minutes: { type: 'integer' } }, [
+          'summary',
+          'start_datetime',
+        ]),
+      },
+      {
+        slug: 'GOOGLECALENDAR_FIND_EVENT',
+        name: 'Find event',
+        description: 'Search calendar events.',
+        inputSchema: obj({ query: str('Text to search for') }),
+      },
     ],
   },
   {
@@ -112,7 +154,12 @@ export const TOOLKITS: readonly ToolkitDef[] = [
     noAuth: true,
     revocable: false,
     tools: [
-      { slug: 'HACKERNEWS_GET_FRONTPAGE', name: 'Get front page', description: 'The stories on the front page.', inputSchema: obj({ min_points: { type: 'integer' } }) },
+      {
+        slug: 'HACKERNEWS_GET_FRONTPAGE',
+        name: 'Get front page',
+        description: 'The stories on the front page.',
+        inputSchema: obj({ min_points: { type: 'integer' } }),
+      },
     ],
   },
   {
@@ -125,7 +172,12 @@ export const TOOLKITS: readonly ToolkitDef[] = [
     noAuth: false,
     revocable: true,
     tools: [
-      { slug: 'XERO_LIST_INVOICES', name: 'List invoices', description: 'List invoices of the organisation.', inputSchema: obj({ status: str('Invoice status') }) },
+      {
+        slug: 'XERO_LIST_INVOICES',
+        name: 'List invoices',
+        description: 'List invoices of the organisation.',
+        inputSchema: obj({ status: str('Invoice status') }),
+      },
     ],
   },
 ];
@@ -142,7 +194,12 @@ export const TRIGGER_TYPES: readonly TriggerTypeDef[] = [
       title: 'NewMessageConfig',
       type: 'object',
       properties: {
-        interval: { type: 'number', default: 1, title: 'Interval', description: 'Periodic Interval to Check for Updates & Send a Trigger in Minutes' },
+        interval: {
+          type: 'number',
+          default: 1,
+          title: 'Interval',
+          description: 'Periodic Interval to Check for Updates & Send a Trigger in Minutes',
+        },
         labelIds: { type: 'string', default: 'INBOX', title: 'Labelids', examples: ['INBOX', 'UNREAD', 'STARRED'] },
         query: { type: 'string', default: '', title: 'Query', description: 'Gmail search syntax; takes precedence over labelIds' },
         userId: { type: 'string', default: 'me', title: 'Userid' },
@@ -152,7 +209,9 @@ export const TRIGGER_TYPES: readonly TriggerTypeDef[] = [
       title: 'NewMessagePayload',
       type: 'object',
       properties: Object.fromEntries(
-        ['message_id', 'thread_id', 'message_text', 'message_timestamp', 'sender', 'to', 'subject', 'attachment_list', 'payload'].map((k) => [k, { anyOf: [{ type: 'string' }, { type: 'null' }], default: null }]),
+        ['message_id', 'thread_id', 'message_text', 'message_timestamp', 'sender', 'to', 'subject', 'attachment_list', 'payload'].map(
+          (k) => [k, { anyOf: [{ type: 'string' }, { type: 'null' }], default: null }],
+        ),
       ),
     },
     sample: {
@@ -177,7 +236,9 @@ export const TRIGGER_TYPES: readonly TriggerTypeDef[] = [
     config: {
       title: 'ReceiveMessageConfig',
       type: 'object',
-      properties: { channel: { type: 'string', title: 'Channel', description: 'Only messages in this channel id (empty: all)', default: '' } },
+      properties: {
+        channel: { type: 'string', title: 'Channel', description: 'Only messages in this channel id (empty: all)', default: '' },
+      },
     },
     payload: {
       title: 'ReceiveMessagePayload',
@@ -205,9 +266,21 @@ export const TRIGGER_TYPES: readonly TriggerTypeDef[] = [
     payload: {
       title: 'CommitEventPayload',
       type: 'object',
-      properties: { id: { type: 'string' }, message: { type: 'string' }, author: { type: 'string' }, url: { type: 'string' }, timestamp: { type: 'string' } },
+      properties: {
+        id: { type: 'string' },
+        message: { type: 'string' },
+        author: { type: 'string' },
+        url: { type: 'string' },
+        timestamp: { type: 'string' },
+      },
     },
-    sample: { id: 'a1b2c3d', message: 'Simulated commit', author: 'ada', url: 'https://github.com/example/repo/commit/a1b2c3d', timestamp: '2025-01-01T09:00:00Z' },
+    sample: {
+      id: 'a1b2c3d',
+      message: 'Simulated commit',
+      author: 'ada',
+      url: 'https://github.com/example/repo/commit/a1b2c3d',
+      timestamp: '2025-01-01T09:00:00Z',
+    },
   },
 ];
 

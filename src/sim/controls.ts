@@ -3,10 +3,10 @@ import type { SimContext } from './context.js';
 import { badRequest } from './errors.js';
 import { expireAccount, fireTrigger } from './events.js';
 import type { FaultSpec, RecordedRequest } from './faults.js';
-import type { AccountStatus } from './store.js';
 import { answerConsent } from './sessions.js';
+import type { AccountStatus } from './store.js';
 import type { DeliveryResult } from './webhooks.js';
-import { accountWire, authConfigWire, triggerInstanceWire, type SessionConfigWire } from './wire.js';
+import { accountWire, authConfigWire, type SessionConfigWire, triggerInstanceWire } from './wire.js';
 
 /**
  * What a developer can do to the simulated world, in process. The `/_sim/…` HTTP controls and
@@ -47,12 +47,7 @@ export interface SimulatorControls {
   /** The trigger's app produces an event: a signed `composio.trigger.message` webhook. */
   fireTrigger(triggerId: string, data?: Record<string, unknown>): Promise<DeliveryResult>;
   /** Adds an account directly (seeding), without the consent flow. */
-  createAccount(input: {
-    userId: string;
-    toolkit: string;
-    alias?: string;
-    status?: AccountStatus;
-  }): SimAccountView;
+  createAccount(input: { userId: string; toolkit: string; alias?: string; status?: AccountStatus }): SimAccountView;
   injectFault(spec: FaultSpec): void;
   clearFaults(): void;
   /** Makes the next MCP answers arrive in `chunks` pieces, `intervalMs` apart (`null` clears). */
@@ -95,7 +90,13 @@ export function createControls(ctx: SimContext): SimulatorControls {
     clearRequests: () => ctx.requests.clear(),
     state: () => ({
       project: { id: store.projectId, orgId: store.orgId },
-      sessions: [...store.sessions.values()].map((s) => ({ id: s.id, userId: s.userId, mcpUrl: store.mcpUrl(s.id), config: s.config, createdAt: s.createdAt })),
+      sessions: [...store.sessions.values()].map((s) => ({
+        id: s.id,
+        userId: s.userId,
+        mcpUrl: store.mcpUrl(s.id),
+        config: s.config,
+        createdAt: s.createdAt,
+      })),
       accounts: [...store.accounts.values()].sort((a, b) => b.seq - a.seq).map(view),
       links: [...store.links.values()].map((l) => ({
         token: l.token,

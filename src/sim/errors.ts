@@ -41,12 +41,7 @@ export class SimError extends Error {
   }
 }
 
-export function errorBody(
-  status: number,
-  code: number,
-  message: string,
-  suggestedFix?: string,
-): { error: Record<string, unknown> } {
+export function errorBody(status: number, code: number, message: string, suggestedFix?: string): { error: Record<string, unknown> } {
   return {
     error: {
       message,
@@ -58,7 +53,5 @@ export function errorBody(
   };
 }
 
-export const notFound = (what: string, code: number = SimCode.notFound) =>
-  new SimError(404, code, `${what} not found`);
-export const badRequest = (message: string, code: number = SimCode.badRequest, fix?: string) =>
-  new SimError(400, code, message, fix);
+export const notFound = (what: string, code: number = SimCode.notFound) => new SimError(404, code, `${what} not found`);
+export const badRequest = (message: string, code: number = SimCode.badRequest, fix?: string) => new SimError(400, code, message, fix);

@@ -4,14 +4,15 @@ import { SimCode, SimError } from './errors.js';
 import { nanoId } from './ids.js';
 import type { AccountRecord, SimStore, TriggerRecord } from './store.js';
 import { getTrigger } from './triggers.js';
-import { deliver, subscriptionFor, type DeliveryResult } from './webhooks.js';
+import { type DeliveryResult, deliver, subscriptionFor } from './webhooks.js';
 import { accountWire } from './wire.js';
 
 /** What happens at the provider, simulated: a trigger fires, an account's sign-in expires. */
 
 export async function fireTrigger(store: SimStore, triggerId: string, data?: Record<string, unknown>): Promise<DeliveryResult> {
   const trigger = getTrigger(store, triggerId);
-  if (trigger.disabledAt !== null) throw new SimError(409, SimCode.badRequest, `Trigger ${triggerId} is disabled; Composio would not deliver its events`);
+  if (trigger.disabledAt !== null)
+    throw new SimError(409, SimCode.badRequest, `Trigger ${triggerId} is disabled; Composio would not deliver its events`);
   const account = getAccount(store, trigger.connectedAccountId);
   const subscription = subscriptionFor(store, 'composio.trigger.message');
   if (!subscription) throw new SimError(409, SimCode.badRequest, 'No webhook subscription receives composio.trigger.message');
@@ -28,7 +29,10 @@ export async function fireTrigger(store: SimStore, triggerId: string, data?: Rec
  * The account's sign-in is gone: EXPIRED, and (when subscribed) a signed
  * `composio.connected_account.expired` event whose `data` is the account as GET returns it.
  */
-export async function expireAccount(store: SimStore, accountId: string): Promise<{ account: AccountRecord; delivery: DeliveryResult | null }> {
+export async function expireAccount(
+  store: SimStore,
+  accountId: string,
+): Promise<{ account: AccountRecord; delivery: DeliveryResult | null }> {
   const account = getAccount(store, accountId);
   setAccountStatus(store, account, 'EXPIRED', 'The refresh token was revoked or has expired');
   const subscription = subscriptionFor(store, 'composio.connected_account.expired');

@@ -41,7 +41,10 @@ export function optionalStringArray(body: Json, field: string): string[] | undef
 export function listParam(value: unknown): string[] | undefined {
   if (value === undefined) return undefined;
   const raw = Array.isArray(value) ? value.join(',') : String(value);
-  const items = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   return items.length > 0 ? items : undefined;
 }
 

@@ -1,5 +1,5 @@
-import { findTool, findToolkit, TOOLKITS } from './catalog.js';
 import { deleteAccount } from './accounts.js';
+import { findTool, findToolkit, TOOLKITS } from './catalog.js';
 import { SimError } from './errors.js';
 import { createLink, linkWire, sessionToolkitSlugs } from './sessions.js';
 import type { AccountRecord, SessionRecord, SimStore } from './store.js';
@@ -100,7 +100,8 @@ export function handleRpc(store: SimStore, session: SessionRecord, message: Json
           protocolVersion: typeof message.params?.protocolVersion === 'string' ? message.params.protocolVersion : MCP_PROTOCOL_VERSION,
           capabilities: { tools: { listChanged: false }, logging: {} },
           serverInfo: { name: 'composio-tool-router', version: 'simulator' },
-          instructions: 'Search with COMPOSIO_SEARCH_TOOLS, run with COMPOSIO_MULTI_EXECUTE_TOOL, connect apps with COMPOSIO_MANAGE_CONNECTIONS.',
+          instructions:
+            'Search with COMPOSIO_SEARCH_TOOLS, run with COMPOSIO_MULTI_EXECUTE_TOOL, connect apps with COMPOSIO_MANAGE_CONNECTIONS.',
         },
       };
     case 'ping':
@@ -130,9 +131,7 @@ function callTool(store: SimStore, session: SessionRecord, id: string | number |
 }
 
 function accountsOf(store: SimStore, session: SessionRecord, toolkit: string): AccountRecord[] {
-  return [...store.accounts.values()]
-    .filter((a) => a.userId === session.userId && a.toolkit === toolkit)
-    .sort((a, b) => b.seq - a.seq);
+  return [...store.accounts.values()].filter((a) => a.userId === session.userId && a.toolkit === toolkit).sort((a, b) => b.seq - a.seq);
 }
 
 function connectionStatus(store: SimStore, session: SessionRecord, toolkit: string) {
@@ -164,7 +163,10 @@ function searchTools(store: SimStore, session: SessionRecord, args: Record<strin
   const enabled = new Set(sessionToolkitSlugs(session, undefined));
   const results = queries.map((q) => {
     const useCase = typeof (q as { use_case?: unknown })?.use_case === 'string' ? (q as { use_case: string }).use_case : '';
-    const words = useCase.toLowerCase().split(/\W+/).filter((w) => w.length > 2);
+    const words = useCase
+      .toLowerCase()
+      .split(/\W+/)
+      .filter((w) => w.length > 2);
     const tools = TOOLKITS.filter((t) => enabled.has(t.slug)).flatMap((t) =>
       t.tools
         .filter((tool) => words.some((w) => `${tool.slug} ${tool.description} ${t.name}`.toLowerCase().includes(w)))
@@ -183,7 +185,10 @@ function searchTools(store: SimStore, session: SessionRecord, args: Record<strin
       .flatMap((r) => [...r.primary_tool_slugs, ...r.related_tool_slugs])
       .map((slug) => {
         const found = findTool(slug);
-        return [slug, { tool_slug: slug, toolkit: found?.toolkit.slug, description: found?.tool.description, input_schema: found?.tool.inputSchema }];
+        return [
+          slug,
+          { tool_slug: slug, toolkit: found?.toolkit.slug, description: found?.tool.description, input_schema: found?.tool.inputSchema },
+        ];
       }),
   );
   return {
@@ -207,7 +212,8 @@ function pickAccount(store: SimStore, session: SessionRecord, toolkit: string, w
     const account = accounts.find((a) => a.id === wanted || a.alias?.toLowerCase() === wanted.toLowerCase());
     if (!account) return `No connected account '${wanted}' for ${toolkit}.`;
     if (account.status === 'ACTIVE') return account;
-    if (account.status === 'INITIATED' || account.status === 'INITIALIZING') return `The ${toolkit} account ${account.id} has not finished signing in.`;
+    if (account.status === 'INITIATED' || account.status === 'INITIALIZING')
+      return `The ${toolkit} account ${account.id} has not finished signing in.`;
     return signedOut(account);
   }
   const active = accounts.filter((a) => a.status === 'ACTIVE');
@@ -290,7 +296,12 @@ function manageConnections(store: SimStore, session: SessionRecord, args: Record
     try {
       const link = createLink(store, session, { toolkit: slug, ...(typeof args.alias === 'string' ? { alias: args.alias } : {}) });
       const wire = linkWire(store, link);
-      results[slug] = { status: 'initiated', redirect_url: wire.redirect_url, connected_account_id: wire.connected_account_id, expires_at: wire.expires_at };
+      results[slug] = {
+        status: 'initiated',
+        redirect_url: wire.redirect_url,
+        connected_account_id: wire.connected_account_id,
+        expires_at: wire.expires_at,
+      };
     } catch (error) {
       results[slug] = { status: 'error', error: error instanceof SimError ? error.message : String(error) };
     }

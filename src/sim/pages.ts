@@ -1,6 +1,6 @@
 import type { SimContext } from './context.js';
 import type { SimulatorControls } from './controls.js';
-import { Html, html, page } from './html.js';
+import { type Html, html, page } from './html.js';
 
 /** The simulator's HTML: the consent page a connect link opens, and the controls index. */
 

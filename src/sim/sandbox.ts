@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { createComposioGateway } from '../composio/index.js';
-import { startSimulator, type Simulator } from './server.js';
+import { type Simulator, startSimulator } from './server.js';
 
 /**
  * Sandbox mode (no `COMPOSIO_API_KEY`): the broker runs against its own Composio simulator.

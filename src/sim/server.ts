@@ -4,8 +4,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyReply, 
 import type { Logger } from 'pino';
 import type { SimContext } from './context.js';
 import { createControls, type SimulatorControls } from './controls.js';
-import { SimCode, SimError, errorBody } from './errors.js';
-import { Faults, RequestLog, type FaultSpec, type RecordedRequest } from './faults.js';
+import { errorBody, SimCode, SimError } from './errors.js';
+import { type FaultSpec, Faults, type RecordedRequest, RequestLog } from './faults.js';
 import { RpcError } from './mcp.js';
 import { registerApiRoutes } from './routes/api.js';
 import { registerControlRoutes } from './routes/controls.js';
@@ -56,7 +56,9 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
   };
   const controls = createControls(ctx);
   const app = Fastify({
-    loggerInstance: (options.logger ? options.logger.child({ component: 'composio-simulator' }) : undefined) as FastifyBaseLogger | undefined,
+    loggerInstance: (options.logger ? options.logger.child({ component: 'composio-simulator' }) : undefined) as
+      | FastifyBaseLogger
+      | undefined,
     forceCloseConnections: true,
     bodyLimit: 2 * 1024 * 1024,
   });
@@ -91,10 +93,14 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
       return reply.code(401).send(errorBody(401, SimCode.unauthorized, 'Send exactly one credential header'));
     }
     if (typeof key !== 'string' || key === '') {
-      return reply.code(401).send(errorBody(401, SimCode.unauthorized, 'API key is missing', 'Pass your project API key in the x-api-key header'));
+      return reply
+        .code(401)
+        .send(errorBody(401, SimCode.unauthorized, 'API key is missing', 'Pass your project API key in the x-api-key header'));
     }
     if (key !== ctx.store.apiKey) {
-      return reply.code(401).send(errorBody(401, SimCode.invalidApiKey, 'Invalid API key', 'Check the project API key in your Composio dashboard'));
+      return reply
+        .code(401)
+        .send(errorBody(401, SimCode.invalidApiKey, 'Invalid API key', 'Check the project API key in your Composio dashboard'));
     }
     return undefined;
   });
@@ -108,7 +114,10 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
   });
   app.setErrorHandler((error: FastifyError | SimError, request, reply) => {
     if (error instanceof SimError) {
-      void reply.code(error.status).headers(error.headers).send(errorBody(error.status, error.code, error.message, error.suggestedFix));
+      void reply
+        .code(error.status)
+        .headers(error.headers)
+        .send(errorBody(error.status, error.code, error.message, error.suggestedFix));
       return;
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
@@ -117,7 +126,11 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
       return;
     }
     if (status === 500) request.log.error({ err: error }, 'simulator error');
-    void reply.code(status).send(errorBody(status, status === 500 ? SimCode.internal : SimCode.badRequest, status === 500 ? 'Internal server error' : error.message));
+    void reply
+      .code(status)
+      .send(
+        errorBody(status, status === 500 ? SimCode.internal : SimCode.badRequest, status === 500 ? 'Internal server error' : error.message),
+      );
   });
 
   registerApiRoutes(app, ctx);

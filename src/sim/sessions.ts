@@ -1,8 +1,8 @@
-import { TOOLKITS, findToolkit } from './catalog.js';
 import { createAccount, requireToolkit, setAccountStatus } from './accounts.js';
-import { SimCode, SimError, badRequest } from './errors.js';
+import { findToolkit, TOOLKITS } from './catalog.js';
+import { badRequest, SimCode, SimError } from './errors.js';
 import { nanoId } from './ids.js';
-import { asObject, optionalBoolean, optionalString, requiredString, type Json } from './input.js';
+import { asObject, type Json, optionalBoolean, optionalString, requiredString } from './input.js';
 import type { AccountRecord, LinkRecord, SessionRecord, SimStore } from './store.js';
 import type { SessionConfigWire } from './wire.js';
 
@@ -156,7 +156,11 @@ export function getLink(store: SimStore, token: string): LinkRecord {
 }
 
 /** The person's answer on the consent page: the pending account becomes ACTIVE, or FAILED. */
-export function answerConsent(store: SimStore, token: string, decision: 'authorize' | 'deny'): { link: LinkRecord; account: AccountRecord } {
+export function answerConsent(
+  store: SimStore,
+  token: string,
+  decision: 'authorize' | 'deny',
+): { link: LinkRecord; account: AccountRecord } {
   const link = getLink(store, token);
   if (link.outcome !== 'pending') throw new SimError(409, SimCode.badRequest, `This link was already ${link.outcome}`);
   if (store.now() > link.expiresAt) throw new SimError(410, SimCode.badRequest, 'This connect link has expired');

@@ -117,7 +117,10 @@ export class SimStore {
   readonly mcpSessions = new Map<string, McpSessionRecord>();
   private seq = 0;
 
-  constructor(readonly apiKey: string, private readonly clock: () => Date = () => new Date()) {}
+  constructor(
+    readonly apiKey: string,
+    private readonly clock: () => Date = () => new Date(),
+  ) {}
 
   now(): Date {
     return this.clock();

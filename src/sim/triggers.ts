@@ -1,9 +1,9 @@
 import { isDeepStrictEqual } from 'node:util';
 import { getAccount } from './accounts.js';
 import { findTriggerType, type TriggerTypeDef } from './catalog.js';
-import { SimCode, SimError, badRequest } from './errors.js';
+import { badRequest, SimCode, SimError } from './errors.js';
 import { nanoId, uuid } from './ids.js';
-import { asObject, optionalString, type Json } from './input.js';
+import { asObject, type Json, optionalString } from './input.js';
 import type { AccountRecord, SimStore, TriggerRecord } from './store.js';
 
 /** Trigger types and trigger instances. */

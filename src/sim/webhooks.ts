@@ -1,5 +1,5 @@
 import { signWebhook } from '../composio/webhook-signature.js';
-import { SimCode, SimError, badRequest } from './errors.js';
+import { badRequest, SimCode, SimError } from './errors.js';
 import { nanoId, webhookSecret } from './ids.js';
 import { asObject, optionalString, optionalStringArray } from './input.js';
 import type { SimStore, SubscriptionRecord } from './store.js';
@@ -27,7 +27,12 @@ export function getSubscription(store: SimStore, id: string): SubscriptionRecord
 /** One subscription per project (Composio's rule); a second create is refused — 409 is a guess. */
 export function createSubscription(store: SimStore, rawBody: unknown): SubscriptionRecord {
   if (store.subscriptions.size > 0) {
-    throw new SimError(409, SimCode.webhookSubscriptionExists, 'A webhook subscription already exists for this project', 'Update the existing subscription instead');
+    throw new SimError(
+      409,
+      SimCode.webhookSubscriptionExists,
+      'A webhook subscription already exists for this project',
+      'Update the existing subscription instead',
+    );
   }
   const body = asObject(rawBody);
   const now = store.nowIso();

@@ -1,4 +1,4 @@
-import { TOOLKIT_VERSION, findToolkit, logoUrl, type ToolkitDef, type TriggerTypeDef, TRIGGER_TYPES } from './catalog.js';
+import { findToolkit, logoUrl, TOOLKIT_VERSION, type ToolkitDef, TRIGGER_TYPES, type TriggerTypeDef } from './catalog.js';
 import type { AccountRecord, AuthConfigRecord, SessionRecord, SimStore, SubscriptionRecord, TriggerRecord } from './store.js';
 
 /** Records → Composio's JSON, field for field as in `composio-api.md` and the client's wire types. */

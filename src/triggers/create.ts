@@ -1,25 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { BaseLogger } from 'pino';
 import {
+  type ComposioGateway,
+  type ConnectedAccount,
   isComposioFailure,
   isComposioNotFound,
   reconnectMessage,
-  type ComposioGateway,
-  type ConnectedAccount,
   type TriggerType,
 } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
 import type { CreateTriggerInput } from './input.js';
-import {
-  findTriggerByAutomation,
-  findTriggerByComposioId,
-  insertTrigger,
-  selectTriggerViews,
-  violatedUniqueConstraint,
-} from './store.js';
-import { toTriggerView, type TriggerRow, type TriggerView } from './view.js';
+import { findTriggerByAutomation, findTriggerByComposioId, insertTrigger, selectTriggerViews, violatedUniqueConstraint } from './store.js';
+import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
 
 export interface TriggerDeps {
   readonly db: Db;
@@ -99,7 +93,10 @@ export async function createTrigger(
     await discardComposioTrigger(deps, triggerId);
     throw error;
   }
-  deps.log.info({ installationId: owner.id, triggerId: row.id, composioTriggerId: triggerId, triggerSlug: row.triggerSlug }, 'trigger created');
+  deps.log.info(
+    { installationId: owner.id, triggerId: row.id, composioTriggerId: triggerId, triggerSlug: row.triggerSlug },
+    'trigger created',
+  );
   return { trigger: toTriggerView(row, null), created: true };
 }
 
@@ -201,7 +198,10 @@ async function discardComposioTrigger(deps: TriggerDeps, triggerId: string): Pro
   } catch (error) {
     if (isComposioNotFound(error)) return;
     // The request fails with its own error; this one only leaves an orphan for the operators.
-    deps.log.warn({ composioTriggerId: triggerId, code: isComposioFailure(error) || error instanceof AppError ? error.code : 'unknown' }, 'could not delete an unkept Composio trigger');
+    deps.log.warn(
+      { composioTriggerId: triggerId, code: isComposioFailure(error) || error instanceof AppError ? error.code : 'unknown' },
+      'could not delete an unkept Composio trigger',
+    );
   }
 }
 

@@ -1,5 +1,5 @@
 import type { BaseLogger } from 'pino';
-import { isComposioFailure, isComposioNotFound, type ComposioGateway } from '../composio/index.js';
+import { type ComposioGateway, isComposioFailure, isComposioNotFound } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { TriggerDeps } from './create.js';

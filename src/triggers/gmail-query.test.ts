@@ -95,7 +95,12 @@ describe('buildGmailQuery', () => {
       for (const key of ['from', 'subject', 'words'] as const) {
         const query = buildGmailQuery({ [key]: `x ${value} y` });
         expect((query.match(/"/g) ?? []).length % 2, `${key}: ${value}`).toBe(0);
-        expect(unquotedParts(query).replace(/(from|subject):/g, '').trim(), `${key}: ${value}`).toBe('');
+        expect(
+          unquotedParts(query)
+            .replace(/(from|subject):/g, '')
+            .trim(),
+          `${key}: ${value}`,
+        ).toBe('');
       }
     }
   });

@@ -36,7 +36,11 @@ describe('CreateTriggerBody', () => {
     ['a control character in automationId', { ...gmail, automationId: 'a\nb' }, 'body.automationId: must be printable characters'],
     ['a numeric automationId', { ...gmail, automationId: 7 }, 'body.automationId: '],
     ['an upper-case toolkit', { ...gmail, toolkit: 'Gmail' }, 'body.toolkit: must be a toolkit slug such as gmail'],
-    ['a lower-case trigger slug', { ...gmail, triggerSlug: 'gmail_new_gmail_message' }, 'body.triggerSlug: must be a trigger type in upper snake case'],
+    [
+      'a lower-case trigger slug',
+      { ...gmail, triggerSlug: 'gmail_new_gmail_message' },
+      'body.triggerSlug: must be a trigger type in upper snake case',
+    ],
     ['a path as account id', { ...gmail, connectedAccountId: '../ca_1' }, 'body.connectedAccountId: must be a connected account id'],
     ['a string enabled', { ...gmail, enabled: 'yes' }, 'body.enabled: '],
     ['a list as filter', { ...gmail, filter: [] }, 'body.filter: '],
@@ -53,7 +57,11 @@ describe('CreateTriggerBody', () => {
     ['an empty path segment', { ...github, filter: { 'sender..login': 'x' } }, 'body.filter.sender..login: must be a dot path'],
     ['a space in a path', { ...github, filter: { 'a b': 'x' } }, 'body.filter.a b: must be a dot path'],
     ['a blank value for a path', { ...github, filter: { 'sender.login': ' ' } }, 'body.filter.sender.login: must not be empty'],
-    ['21 filter keys', { ...github, filter: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])) }, 'body.filter: must have at most 20 keys'],
+    [
+      '21 filter keys',
+      { ...github, filter: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])) },
+      'body.filter: must have at most 20 keys',
+    ],
   ])('refuses %s', (_what, body, message) => {
     expect(refusal(body)).toContain(message);
   });

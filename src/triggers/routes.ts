@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { utcDay, type Clock } from '../clock.js';
+import { type Clock, utcDay } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
-import { requireInstallation } from '../installations/guard.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
+import { requireInstallation } from '../installations/guard.js';
 import { createTrigger, type TriggerDeps } from './create.js';
 import { deleteTrigger } from './delete.js';
 import { triggerNotFound } from './errors.js';
@@ -31,9 +31,9 @@ const IdParams = z.object({ id: z.string().meta({ format: 'uuid' }) });
 const NewTrigger = CreateTriggerBody.meta({
   id: 'NewTrigger',
   description:
-    '`automationId`: the client\'s automation; one trigger per automation and installation. `connectedAccountId`: one of this installation\'s connected accounts for `toolkit`. `enabled: false` creates the trigger paused.\n\n' +
+    "`automationId`: the client's automation; one trigger per automation and installation. `connectedAccountId`: one of this installation's connected accounts for `toolkit`. `enabled: false` creates the trigger paused.\n\n" +
     '`filter` — Gmail: keys `from`, `subject`, `label`, `words`, turned into the trigger\'s Gmail search (`from:"…"`, `subject:"…"`, `label:name-with-hyphens`, each word quoted). Quotes, backslashes and control characters become spaces; operators inside a value are plain text. A value with no letter, digit or symbol left is refused. Other apps: each key is a dot path into the event\'s data (`sender.login`) whose value must contain the text, ignoring case; all keys must match. Values must not be empty.\n\n' +
-    '`config` — the trigger type\'s configuration, passed to Composio (at most 8 KB of JSON). Polled triggers get `interval` of at least 15 (minutes), the minimum for Composio-managed sign-ins. For Gmail, `query` is written by the broker from `filter` and may not be set.',
+    "`config` — the trigger type's configuration, passed to Composio (at most 8 KB of JSON). Polled triggers get `interval` of at least 15 (minutes), the minimum for Composio-managed sign-ins. For Gmail, `query` is written by the broker from `filter` and may not be set.",
 });
 
 const Trigger = z
@@ -53,7 +53,10 @@ const Trigger = z
       .object({
         kept: z.number().int(),
         skipped: z.number().int(),
-        skippedReason: z.string().nullable().meta({ examples: ['daily_limit'] }),
+        skippedReason: z
+          .string()
+          .nullable()
+          .meta({ examples: ['daily_limit'] }),
       })
       .describe('Events of the current UTC day.'),
     createdAt: timestamp(),
@@ -61,7 +64,7 @@ const Trigger = z
   .meta({ id: 'Trigger' });
 
 const triggerNotFoundRefusal = refusal(
-  'No trigger of this installation has this id (`trigger_not_found`), also for another installation\'s trigger.',
+  "No trigger of this installation has this id (`trigger_not_found`), also for another installation's trigger.",
 );
 /** What every route that changes a trigger on Composio may also answer. */
 const composioRefusals = {
@@ -135,9 +138,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       401: refusals.unauthorized,
     },
   };
-  app.get('/v1/triggers', { ...authenticated, schema: list }, async (request) =>
-    listTriggers(db, request.installation.id, today()),
-  );
+  app.get('/v1/triggers', { ...authenticated, schema: list }, async (request) => listTriggers(db, request.installation.id, today()));
 
   const one = {
     tags: ['triggers'],
@@ -171,10 +172,8 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       ...composioRefusals,
     },
   };
-  app.patch(
-    '/v1/triggers/:id',
-    { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: update },
-    async (request) => setTriggerEnabled(domain, request.installation.id, triggerId(request), request.body.enabled, today()),
+  app.patch('/v1/triggers/:id', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: update }, async (request) =>
+    setTriggerEnabled(domain, request.installation.id, triggerId(request), request.body.enabled, today()),
   );
 
   const remove = {

@@ -1,7 +1,7 @@
 import { and, asc, eq } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { triggerDailyUsage, triggers } from '../db/schema.js';
-import { toTriggerView, type TriggerRow, type TriggerView } from './view.js';
+import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
 
 /**
  * The `triggers` table. Every read and write that a client's request can reach is filtered by
@@ -60,12 +60,7 @@ export async function deleteTriggerRow(db: Db, installationId: string, id: strin
 }
 
 /** The installation's triggers (or one of them) with the counts of `day`, in creation order. */
-export async function selectTriggerViews(
-  db: Db,
-  installationId: string,
-  day: string,
-  onlyId?: string,
-): Promise<TriggerView[]> {
+export async function selectTriggerViews(db: Db, installationId: string, day: string, onlyId?: string): Promise<TriggerView[]> {
   const rows = await db
     .select({
       trigger: triggers,

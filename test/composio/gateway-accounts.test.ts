@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { answered, connectAccount, startHarness, type Harness } from './harness.js';
+import { answered, connectAccount, type Harness, startHarness } from './harness.js';
 
 /** Connected accounts: listing with cursors, reading, deleting with revocation. */
 
@@ -20,7 +20,7 @@ describe('listing connected accounts', () => {
     do {
       const page = await h.gateway.listConnectedAccounts({ userId: 'omb_many', limit: 50, ...(cursor ? { cursor } : {}) });
       sizes.push(page.items.length);
-      page.items.forEach((a) => ids.add(a.id));
+      for (const a of page.items) ids.add(a.id);
       expect(page.items.every((a) => a.userId === 'omb_many')).toBe(true);
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
@@ -36,7 +36,12 @@ describe('listing connected accounts', () => {
     h.sim.controls.createAccount({ userId: 'u', toolkit: 'gmail', alias: 'b', status: 'EXPIRED' });
     h.sim.controls.createAccount({ userId: 'u', toolkit: 'gmail', alias: 'c', status: 'FAILED' });
     h.sim.controls.createAccount({ userId: 'u', toolkit: 'slack', alias: 'd', status: 'ACTIVE' });
-    const page = await h.gateway.listConnectedAccounts({ userId: 'u', toolkitSlugs: ['gmail'], statuses: ['ACTIVE', 'EXPIRED'], limit: 10 });
+    const page = await h.gateway.listConnectedAccounts({
+      userId: 'u',
+      toolkitSlugs: ['gmail'],
+      statuses: ['ACTIVE', 'EXPIRED'],
+      limit: 10,
+    });
     expect(page.items.map((a) => a.alias).sort()).toEqual(['a', 'b']);
     expect(page.nextCursor).toBeNull();
     expect(h.sim.controls.requests()[0]?.query).toContain('statuses=ACTIVE%2CEXPIRED');
@@ -65,10 +70,12 @@ describe('deleting an account', () => {
     h = await startHarness();
     const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
     expect(await h.gateway.deleteConnectedAccount(accountId, { revoke: true })).toEqual({ revoked: true });
-    expect(h.sim.controls.requests().slice(-2).map((r) => `${r.method} ${r.path} ${r.status}`)).toEqual([
-      `POST /api/v3.1/connected_accounts/${accountId}/revoke 200`,
-      `DELETE /api/v3.1/connected_accounts/${accountId} 200`,
-    ]);
+    expect(
+      h.sim.controls
+        .requests()
+        .slice(-2)
+        .map((r) => `${r.method} ${r.path} ${r.status}`),
+    ).toEqual([`POST /api/v3.1/connected_accounts/${accountId}/revoke 200`, `DELETE /api/v3.1/connected_accounts/${accountId} 200`]);
     await expect(h.gateway.getConnectedAccount(accountId)).rejects.toMatchObject({ code: 'composio_not_found' });
   });
 
@@ -95,6 +102,9 @@ describe('deleting an account', () => {
 
   it('says not found for an unknown account', async () => {
     h = await startHarness();
-    await expect(answered(h.gateway.deleteConnectedAccount('ca_nope', { revoke: true }))).rejects.toMatchObject({ status: 404, code: 'composio_not_found' });
+    await expect(answered(h.gateway.deleteConnectedAccount('ca_nope', { revoke: true }))).rejects.toMatchObject({
+      status: 404,
+      code: 'composio_not_found',
+    });
   });
 });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.js';
-import { answered, startHarness, type Harness } from './harness.js';
+import type { AppError } from '../../src/errors.js';
+import { answered, type Harness, startHarness } from './harness.js';
 
 /**
  * The SDK's own retries are off (a 429 is sent once, not three times within milliseconds), and
@@ -10,7 +10,11 @@ import { answered, startHarness, type Harness } from './harness.js';
 let h: Harness;
 afterEach(async () => h?.close());
 
-const rejection = (p: Promise<unknown>) => answered(p).then(() => undefined, (e: unknown) => e as AppError);
+const rejection = (p: Promise<unknown>) =>
+  answered(p).then(
+    () => undefined,
+    (e: unknown) => e as AppError,
+  );
 
 describe('retry suppression', () => {
   it.each([
@@ -89,7 +93,10 @@ describe('call budget', () => {
     h = await startHarness({ callsPerMinute: 240, timeoutMs: 5_000 });
     const started = Date.now();
     await Promise.all(Array.from({ length: 42 }, () => h.gateway.getTriggerType('SLACK_RECEIVE_MESSAGE')));
-    const times = h.sim.controls.requests().map((r) => r.at - started).sort((a, b) => a - b);
+    const times = h.sim.controls
+      .requests()
+      .map((r) => r.at - started)
+      .sort((a, b) => a - b);
     expect(times).toHaveLength(42);
     expect(times[40]).toBeGreaterThanOrEqual(245);
     expect(times[41]).toBeGreaterThanOrEqual(495);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.js';
 import { ComposioFailure, createComposioGateway } from '../../src/composio/index.js';
-import { answered, connectAccount, silentLogger, startHarness, type Harness } from './harness.js';
+import { AppError } from '../../src/errors.js';
+import { answered, connectAccount, type Harness, silentLogger, startHarness } from './harness.js';
 
 /** Every way Composio can fail, as the broker's own failures and as a client then sees them. */
 
@@ -110,7 +110,13 @@ describe('Composio errors become failures, answered as the broker’s errors', (
 
   it('treats a refused project key as an outage, not as the person’s problem', async () => {
     h = await startHarness();
-    const wrongKey = createComposioGateway({ apiKey: 'not-the-key', baseUrl: h.sim.origin, callsPerMinute: 600, timeoutMs: 2_000, logger: silentLogger });
+    const wrongKey = createComposioGateway({
+      apiKey: 'not-the-key',
+      baseUrl: h.sim.origin,
+      callsPerMinute: 600,
+      timeoutMs: 2_000,
+      logger: silentLogger,
+    });
     const error = await failure(wrongKey.getCatalog());
     expect(error).toMatchObject({ status: 502, code: 'upstream_unavailable' });
     expect(error.message).toMatch(/project key/);
@@ -119,7 +125,9 @@ describe('Composio errors become failures, answered as the broker’s errors', (
   it('maps other 400s to composio_rejected with Composio’s message', async () => {
     h = await startHarness();
     const { accountId } = await connectAccount(h, 'user_1', 'github', 'work');
-    const error = await failure(h.gateway.upsertTrigger({ userId: 'user_1', slug: 'GITHUB_COMMIT_EVENT', connectedAccountId: accountId, config: { owner: 'ada' } }));
+    const error = await failure(
+      h.gateway.upsertTrigger({ userId: 'user_1', slug: 'GITHUB_COMMIT_EVENT', connectedAccountId: accountId, config: { owner: 'ada' } }),
+    );
     expect(error).toMatchObject({ status: 400, code: 'composio_rejected', message: 'trigger_config.repo is required.' });
   });
 });

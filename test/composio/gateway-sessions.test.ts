@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ComposioFailure } from '../../src/composio/index.js';
-import { answered, authConfigsOf, linkToken, startHarness, type Harness } from './harness.js';
+import { answered, authConfigsOf, type Harness, linkToken, startHarness } from './harness.js';
 
 /** Tool Router Sessions, their toolkits and connect links, through the real SDK. */
 
@@ -25,9 +25,7 @@ describe('Sessions', () => {
       enable_connection_removal: true,
     });
     expect(stored?.config.multi_account).toEqual({ enable: true, max_accounts_per_toolkit: 5, require_explicit_selection: true });
-    expect(h.sim.controls.requests().map((r) => `${r.method} ${r.path} ${r.status}`)).toEqual([
-      'POST /api/v3.1/tool_router/session 201',
-    ]);
+    expect(h.sim.controls.requests().map((r) => `${r.method} ${r.path} ${r.status}`)).toEqual(['POST /api/v3.1/tool_router/session 201']);
   });
 
   it('gets a Session by id', async () => {
@@ -70,7 +68,11 @@ describe('connect links', () => {
     expect(link.url).toMatch(new RegExp(`^${h.sim.origin}/_sim/connect/ln_`));
     expect(h.gateway.isTrustedHost(link.url)).toBe(true);
     expect(Date.parse(link.expiresAt ?? '')).toBeGreaterThan(Date.now());
-    expect(await h.gateway.getConnectedAccount(link.connectedAccountId)).toMatchObject({ status: 'INITIATED', alias: 'work', toolkit: 'gmail' });
+    expect(await h.gateway.getConnectedAccount(link.connectedAccountId)).toMatchObject({
+      status: 'INITIATED',
+      alias: 'work',
+      toolkit: 'gmail',
+    });
 
     h.sim.controls.authorizeLink(linkToken(link.url));
     expect(await h.gateway.getConnectedAccount(link.connectedAccountId)).toMatchObject({ status: 'ACTIVE', userId: 'omb_user1' });
@@ -141,7 +143,10 @@ describe('MCP and trust', () => {
     const session = await h.gateway.createSession('user_mcp_slow');
     h.sim.controls.setMcpStreaming({ chunks: 4, intervalMs: 250, times: 1 });
     const started = performance.now();
-    const streamed = await h.gateway.fetchMcp(session.mcpUrl, { ...mcpInit(), headers: { 'content-type': 'application/json', accept: 'text/event-stream' } });
+    const streamed = await h.gateway.fetchMcp(session.mcpUrl, {
+      ...mcpInit(),
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    });
     expect(await streamed.text()).toContain('"result"');
     expect(performance.now() - started).toBeGreaterThanOrEqual(700);
     expect(h.calls.at(-1)).toMatchObject({ operation: 'mcp', outcome: 'ok' });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { answered, connectAccount, startHarness, type Harness } from './harness.js';
+import { answered, connectAccount, type Harness, startHarness } from './harness.js';
 
 /** Trigger types and trigger instances, through the real SDK. */
 
@@ -29,7 +29,12 @@ describe('trigger instances', () => {
   it('upserts: the same configuration is the same trigger, another configuration a new one', async () => {
     h = await startHarness();
     const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
-    const input = { userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: { interval: 15, query: 'from:ada' } };
+    const input = {
+      userId: 'omb_user1',
+      slug: 'GMAIL_NEW_GMAIL_MESSAGE',
+      connectedAccountId: accountId,
+      config: { interval: 15, query: 'from:ada' },
+    };
     const first = await h.gateway.upsertTrigger(input);
     expect(first.triggerId).toMatch(/^ti_/);
     expect(await h.gateway.upsertTrigger(input)).toEqual(first);
@@ -43,8 +48,18 @@ describe('trigger instances', () => {
     h = await startHarness();
     const a = await connectAccount(h, 'omb_a', 'gmail', 'work');
     const b = await connectAccount(h, 'omb_b', 'slack', 'team');
-    const ta = await h.gateway.upsertTrigger({ userId: 'omb_a', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: a.accountId, config: {} });
-    const tb = await h.gateway.upsertTrigger({ userId: 'omb_b', slug: 'SLACK_RECEIVE_MESSAGE', connectedAccountId: b.accountId, config: { channel: 'C1' } });
+    const ta = await h.gateway.upsertTrigger({
+      userId: 'omb_a',
+      slug: 'GMAIL_NEW_GMAIL_MESSAGE',
+      connectedAccountId: a.accountId,
+      config: {},
+    });
+    const tb = await h.gateway.upsertTrigger({
+      userId: 'omb_b',
+      slug: 'SLACK_RECEIVE_MESSAGE',
+      connectedAccountId: b.accountId,
+      config: { channel: 'C1' },
+    });
     await h.gateway.setTriggerEnabled(tb.triggerId, false);
 
     const byUser = await h.gateway.listActiveTriggers({ userIds: ['omb_a'], limit: 10 });
@@ -66,7 +81,11 @@ describe('trigger instances', () => {
     expect(byAccount.items).toMatchObject([{ id: tb.triggerId, enabled: false, config: { channel: 'C1' } }]);
     const byId = await h.gateway.listActiveTriggers({ triggerIds: [ta.triggerId, tb.triggerId], limit: 1 });
     expect(byId.items).toHaveLength(1);
-    const second = await h.gateway.listActiveTriggers({ triggerIds: [ta.triggerId, tb.triggerId], limit: 1, cursor: byId.nextCursor ?? '' });
+    const second = await h.gateway.listActiveTriggers({
+      triggerIds: [ta.triggerId, tb.triggerId],
+      limit: 1,
+      cursor: byId.nextCursor ?? '',
+    });
     expect(second.nextCursor).toBeNull();
     expect([...byId.items, ...second.items].map((t) => t.id).sort()).toEqual([ta.triggerId, tb.triggerId].sort());
   });
@@ -74,7 +93,12 @@ describe('trigger instances', () => {
   it('disables, re-enables and deletes', async () => {
     h = await startHarness();
     const { accountId } = await connectAccount(h, 'omb_user1', 'github', 'work');
-    const { triggerId } = await h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GITHUB_COMMIT_EVENT', connectedAccountId: accountId, config: { owner: 'ada', repo: 'engine' } });
+    const { triggerId } = await h.gateway.upsertTrigger({
+      userId: 'omb_user1',
+      slug: 'GITHUB_COMMIT_EVENT',
+      connectedAccountId: accountId,
+      config: { owner: 'ada', repo: 'engine' },
+    });
     await h.gateway.setTriggerEnabled(triggerId, false);
     expect((await h.gateway.listActiveTriggers({ triggerIds: [triggerId], limit: 5 })).items[0]?.enabled).toBe(false);
     await h.gateway.setTriggerEnabled(triggerId, true);
@@ -89,7 +113,9 @@ describe('trigger instances', () => {
     const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
     await h.sim.controls.expireAccount(accountId);
     await expect(
-      answered(h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} })),
+      answered(
+        h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} }),
+      ),
     ).rejects.toMatchObject({ status: 400, code: 'composio_rejected' });
     await expect(
       answered(h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NOPE', connectedAccountId: accountId, config: {} })),

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { verifyWebhookSignature } from '../../src/composio/index.js';
 import { startReceiver } from '../sim/receiver.js';
-import { connectAccount, startHarness, type Harness } from './harness.js';
+import { connectAccount, type Harness, startHarness } from './harness.js';
 
 /** The project's webhook subscription and the toolkit catalog. */
 
@@ -44,7 +44,12 @@ describe('webhook subscription', () => {
     expect(secret).not.toBe(oldSecret);
 
     const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
-    const { triggerId } = await h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} });
+    const { triggerId } = await h.gateway.upsertTrigger({
+      userId: 'omb_user1',
+      slug: 'GMAIL_NEW_GMAIL_MESSAGE',
+      connectedAccountId: accountId,
+      config: {},
+    });
     await h.sim.controls.fireTrigger(triggerId);
     const delivery = receiver.received[0];
     const input = {
@@ -67,7 +72,11 @@ describe('webhook subscription', () => {
 describe('catalog', () => {
   it('returns Composio’s v3 toolkit page as-is', async () => {
     h = await startHarness();
-    const catalog = (await h.gateway.getCatalog()) as { items: { slug: string; no_auth: boolean; composio_managed_auth_schemes: string[] }[]; next_cursor: unknown; total_items: number };
+    const catalog = (await h.gateway.getCatalog()) as {
+      items: { slug: string; no_auth: boolean; composio_managed_auth_schemes: string[] }[];
+      next_cursor: unknown;
+      total_items: number;
+    };
     expect(catalog.items.map((t) => t.slug)).toEqual(['gmail', 'slack', 'github', 'googlecalendar', 'hackernews', 'xero']);
     expect(catalog).toMatchObject({ next_cursor: null, total_pages: 1, current_page: 1, total_items: 6 });
     expect(catalog.items.find((t) => t.slug === 'xero')?.composio_managed_auth_schemes).toEqual([]);

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
-import { ComposioFailure, createComposioGateway, type ComposioGateway, type ComposioGatewayOptions } from '../../src/composio/index.js';
+import { ComposioFailure, type ComposioGateway, type ComposioGatewayOptions, createComposioGateway } from '../../src/composio/index.js';
 import { composioFailureAnswer } from '../../src/http/composio-failures.js';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 
 export interface CallRecord {
   operation: string;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseWebhookEvent } from '../../src/composio/index.js';
 import { startReceiver } from '../sim/receiver.js';
-import { connectAccount, startHarness, type Harness } from './harness.js';
+import { connectAccount, type Harness, startHarness } from './harness.js';
 
 /** The V3 payloads the broker routes, as the simulator delivers them. */
 
@@ -21,7 +21,12 @@ afterAll(async () => {
 describe('parseWebhookEvent', () => {
   it('reads a trigger message', async () => {
     const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
-    const { triggerId } = await h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} });
+    const { triggerId } = await h.gateway.upsertTrigger({
+      userId: 'omb_user1',
+      slug: 'GMAIL_NEW_GMAIL_MESSAGE',
+      connectedAccountId: accountId,
+      config: {},
+    });
     const delivery = await h.sim.controls.fireTrigger(triggerId, { subject: 'Hi' });
     const received = receiver.received.at(-1);
     expect(parseWebhookEvent(received?.body ?? '')).toEqual({
@@ -61,7 +66,9 @@ describe('parseWebhookEvent', () => {
   });
 
   it('passes other composio events through as other', () => {
-    expect(parseWebhookEvent(JSON.stringify({ id: 'msg_1', timestamp: 't', type: 'composio.something.new', metadata: {}, data: {} }))).toEqual({
+    expect(
+      parseWebhookEvent(JSON.stringify({ id: 'msg_1', timestamp: 't', type: 'composio.something.new', metadata: {}, data: {} })),
+    ).toEqual({
       ok: true,
       event: { type: 'other', id: 'msg_1', timestamp: 't', eventType: 'composio.something.new' },
     });
@@ -71,7 +78,13 @@ describe('parseWebhookEvent', () => {
     expect(parseWebhookEvent('not json')).toEqual({ ok: false, reason: 'invalid_json' });
     expect(parseWebhookEvent('[]')).toEqual({ ok: false, reason: 'invalid_payload' });
     expect(parseWebhookEvent(JSON.stringify({ trigger_name: 'X', payload: {} }))).toEqual({ ok: false, reason: 'invalid_payload' });
-    const missingTrigger = { id: 'm', timestamp: 't', type: 'composio.trigger.message', metadata: { trigger_slug: 'S', connected_account_id: 'ca', user_id: 'u' }, data: {} };
+    const missingTrigger = {
+      id: 'm',
+      timestamp: 't',
+      type: 'composio.trigger.message',
+      metadata: { trigger_slug: 'S', connected_account_id: 'ca', user_id: 'u' },
+      data: {},
+    };
     expect(parseWebhookEvent(JSON.stringify(missingTrigger))).toEqual({ ok: false, reason: 'invalid_payload' });
     const expiredWithoutUser = { id: 'm', timestamp: 't', type: 'composio.connected_account.expired', metadata: {}, data: { id: 'ca_1' } };
     expect(parseWebhookEvent(JSON.stringify(expiredWithoutUser))).toEqual({ ok: false, reason: 'invalid_payload' });

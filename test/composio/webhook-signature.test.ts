@@ -1,8 +1,8 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signWebhook, verifyWebhookSignature, type VerifyWebhookInput } from '../../src/composio/index.js';
-import { startReceiver, type Received } from '../sim/receiver.js';
-import { connectAccount, startHarness, type Harness } from './harness.js';
+import { signWebhook, type VerifyWebhookInput, verifyWebhookSignature } from '../../src/composio/index.js';
+import { type Received, startReceiver } from '../sim/receiver.js';
+import { connectAccount, type Harness, startHarness } from './harness.js';
 
 /**
  * Webhook signatures: what the simulator delivers verifies, every tampering is refused, and an
@@ -31,7 +31,12 @@ beforeAll(async () => {
   receiver = await startReceiver();
   secret = (await h.gateway.setWebhookSubscription(receiver.url)).secret ?? '';
   const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
-  const { triggerId } = await h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} });
+  const { triggerId } = await h.gateway.upsertTrigger({
+    userId: 'omb_user1',
+    slug: 'GMAIL_NEW_GMAIL_MESSAGE',
+    connectedAccountId: accountId,
+    config: {},
+  });
   const result = await h.sim.controls.fireTrigger(triggerId, { subject: 'Grüße ✓', sender: 'ada@example.com' });
   expect(result).toMatchObject({ ok: true, status: 200 });
   delivery = receiver.received[0] as Received;
@@ -77,7 +82,10 @@ describe('tampering is refused', () => {
   it('another message id or timestamp', () => {
     const input = inputOf(delivery, [secret]);
     expect(verifyWebhookSignature({ ...input, id: `${input.id}x` })).toEqual({ ok: false, reason: 'bad_signature' });
-    expect(verifyWebhookSignature({ ...input, timestamp: String(Number(input.timestamp) + 1) })).toEqual({ ok: false, reason: 'bad_signature' });
+    expect(verifyWebhookSignature({ ...input, timestamp: String(Number(input.timestamp) + 1) })).toEqual({
+      ok: false,
+      reason: 'bad_signature',
+    });
   });
 
   it('a stale or future timestamp', () => {
@@ -86,7 +94,10 @@ describe('tampering is refused', () => {
     expect(verifyWebhookSignature({ ...input, nowSeconds: ts + 301 })).toEqual({ ok: false, reason: 'stale_timestamp' });
     expect(verifyWebhookSignature({ ...input, nowSeconds: ts - 301 })).toEqual({ ok: false, reason: 'stale_timestamp' });
     expect(verifyWebhookSignature({ ...input, nowSeconds: ts + 300 })).toEqual({ ok: true });
-    expect(verifyWebhookSignature({ ...input, nowSeconds: ts + 60, toleranceSeconds: 30 })).toEqual({ ok: false, reason: 'stale_timestamp' });
+    expect(verifyWebhookSignature({ ...input, nowSeconds: ts + 60, toleranceSeconds: 30 })).toEqual({
+      ok: false,
+      reason: 'stale_timestamp',
+    });
   });
 
   it('a malformed timestamp', () => {
@@ -109,7 +120,16 @@ describe('tampering is refused', () => {
   it('a truncated, re-versioned or garbled signature (without throwing on length)', () => {
     const input = inputOf(delivery, [secret]);
     const signature = input.signatureHeader ?? '';
-    for (const bad of [signature.slice(0, -4), signature.slice(0, 10), 'v1,', 'v1', `v2,${signature.slice(3)}`, signature.replace('v1,', 'v1a,'), 'v1,!!!!', `${signature}AAAA`]) {
+    for (const bad of [
+      signature.slice(0, -4),
+      signature.slice(0, 10),
+      'v1,',
+      'v1',
+      `v2,${signature.slice(3)}`,
+      signature.replace('v1,', 'v1a,'),
+      'v1,!!!!',
+      `${signature}AAAA`,
+    ]) {
       expect(verifyWebhookSignature({ ...input, signatureHeader: bad })).toEqual({ ok: false, reason: 'bad_signature' });
     }
   });
@@ -141,7 +161,9 @@ describe('interoperability with standardwebhooks (raw-key mode)', () => {
     const signatureHeader = wh.sign('msg_interop', at, body);
     const timestamp = String(Math.floor(at.getTime() / 1000));
     expect(signatureHeader).toBe(signWebhook({ id: 'msg_interop', timestamp, body, secret }));
-    expect(verifyWebhookSignature({ id: 'msg_interop', timestamp, signatureHeader, rawBody: body, secrets: [secret], nowSeconds: now() })).toEqual({ ok: true });
+    expect(
+      verifyWebhookSignature({ id: 'msg_interop', timestamp, signatureHeader, rawBody: body, secrets: [secret], nowSeconds: now() }),
+    ).toEqual({ ok: true });
   });
 
   it('the key is the secret’s raw bytes: default (base64) mode disagrees', () => {
@@ -150,7 +172,16 @@ describe('interoperability with standardwebhooks (raw-key mode)', () => {
     const at = new Date();
     const decodedKeySignature = new Webhook(base64Secret).sign('msg_x', at, body);
     const timestamp = String(Math.floor(at.getTime() / 1000));
-    expect(verifyWebhookSignature({ id: 'msg_x', timestamp, signatureHeader: decodedKeySignature, rawBody: body, secrets: [base64Secret], nowSeconds: now() })).toEqual({
+    expect(
+      verifyWebhookSignature({
+        id: 'msg_x',
+        timestamp,
+        signatureHeader: decodedKeySignature,
+        rawBody: body,
+        secrets: [base64Secret],
+        nowSeconds: now(),
+      }),
+    ).toEqual({
       ok: false,
       reason: 'bad_signature',
     });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { composioRequests, member, startWorld, type ConnectorsWorld, type Member } from './support.js';
+import { type ConnectorsWorld, composioRequests, type Member, member, startWorld } from './support.js';
 
 let w: ConnectorsWorld;
 beforeAll(async () => {
@@ -69,7 +69,8 @@ describe('POST /v1/connectors/:slug/authorize', () => {
 
   it('allows five usable accounts and refuses a sixth, without counting the one being replaced', async () => {
     const m = await member(w.t.app);
-    for (const alias of ['a1', 'a2', 'a3', 'a4']) w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias, status: 'ACTIVE' });
+    for (const alias of ['a1', 'a2', 'a3', 'a4'])
+      w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias, status: 'ACTIVE' });
     w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'a5', status: 'INITIATED' });
     w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'gone', status: 'EXPIRED' });
 

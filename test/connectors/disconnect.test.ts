@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { composioRequests, member, startWorld, type ConnectorsWorld, type Member } from './support.js';
+import { type ConnectorsWorld, composioRequests, type Member, member, startWorld } from './support.js';
 
 let w: ConnectorsWorld;
 let a: Member;

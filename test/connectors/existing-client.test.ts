@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createComposioGateway } from '../../src/composio/index.js';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { linkToken, silentLogger } from '../composio/harness.js';
 import { buildTestApp, type TestApp } from '../support/app.js';
 
@@ -29,7 +29,13 @@ let broker: string;
 
 beforeAll(async () => {
   sim = await startSimulator({ apiKey: 'sim_client_key', logger: false, consentLinkOrigin: 'https://connect.composio.dev' });
-  const composio = createComposioGateway({ apiKey: sim.apiKey, baseUrl: sim.origin, callsPerMinute: 60_000, timeoutMs: 5000, logger: silentLogger });
+  const composio = createComposioGateway({
+    apiKey: sim.apiKey,
+    baseUrl: sim.origin,
+    callsPerMinute: 60_000,
+    timeoutMs: 5000,
+    logger: silentLogger,
+  });
   t = await buildTestApp({ CONNECTOR_REQUESTS_PER_MINUTE: '1000' }, { composio });
   broker = (await t.app.listen({ port: 0, host: '127.0.0.1' })).replace(/\/$/, '');
 });
@@ -92,10 +98,16 @@ class ExistingClient {
     return this.call('DELETE', accountId ? `/v1/connectors/${slug}/accounts/${accountId}` : `/v1/connectors/${slug}`);
   }
   mcp(message: unknown, sessionId?: string) {
-    return this.call('POST', '/v1/mcp', message, {
-      accept: 'application/json, text/event-stream',
-      ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
-    }, 600_000);
+    return this.call(
+      'POST',
+      '/v1/mcp',
+      message,
+      {
+        accept: 'application/json, text/event-stream',
+        ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
+      },
+      600_000,
+    );
   }
   catalog() {
     return this.call('GET', '/v1/catalog');
@@ -138,7 +150,12 @@ describe('the existing client, unchanged', () => {
     expect(Object.keys(asked.json.services).sort()).toEqual(['gmail', 'slack']);
     expect(asked.json.services.slack.connected).toBe(false);
 
-    const init = await client.mcp({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'omb', version: '1' } } });
+    const init = await client.mcp({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'omb', version: '1' } },
+    });
     expect(init.status).toBe(200);
     const mcpSession = init.headers.get('mcp-session-id')!;
     expect(mcpSession).toBeTruthy();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { composioRequests, member, startWorld, type ConnectorsWorld, type Member } from './support.js';
+import { type ConnectorsWorld, composioRequests, type Member, member, startWorld } from './support.js';
 
 let w: ConnectorsWorld;
 let a: Member;
@@ -63,7 +63,12 @@ describe('GET /v1/connectors/connected', () => {
   it('makes the inventory from the two paginated sweeps alone, over several pages', async () => {
     const many = await member(w.t.app);
     for (let i = 0; i < 120; i += 1) {
-      w.h.sim.controls.createAccount({ userId: many.userId, toolkit: i % 2 ? 'github' : 'googlecalendar', alias: `old-${i}`, status: 'FAILED' });
+      w.h.sim.controls.createAccount({
+        userId: many.userId,
+        toolkit: i % 2 ? 'github' : 'googlecalendar',
+        alias: `old-${i}`,
+        status: 'FAILED',
+      });
     }
     await connected(many); // the Session is made here
     const before = w.h.sim.controls.requests().length;

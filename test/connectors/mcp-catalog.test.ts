@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RECONNECT_NOTE } from '../../src/connectors/mcp-proxy.js';
-import { composioRequests, member, startWorld, type ConnectorsWorld, type Member } from './support.js';
+import { type ConnectorsWorld, composioRequests, type Member, member, startWorld } from './support.js';
 
 let w: ConnectorsWorld;
 let a: Member;
@@ -24,7 +24,10 @@ async function mcp(m: Member, body: unknown, headers: Record<string, string> = {
 
 /** Initializes an MCP session through the broker and answers its id. */
 async function mcpSession(m: Member): Promise<{ 'mcp-session-id': string }> {
-  const init = await mcp(m, rpc(0, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } }));
+  const init = await mcp(
+    m,
+    rpc(0, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } }),
+  );
   await init.body?.cancel();
   return { 'mcp-session-id': init.headers.get('mcp-session-id')! };
 }
@@ -33,13 +36,20 @@ async function mcpSession(m: Member): Promise<{ 'mcp-session-id': string }> {
 async function message(response: Response): Promise<any> {
   const text = await response.text();
   if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return JSON.parse(text);
-  const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
+  const data = text
+    .split('\n')
+    .filter((l) => l.startsWith('data:'))
+    .map((l) => l.slice(5).trim())
+    .join('');
   return JSON.parse(data);
 }
 
 describe('POST /v1/mcp', () => {
   it('initializes, lists the router tools and passes mcp-session-id both ways, with the key added here', async () => {
-    const init = await mcp(a, rpc(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } }));
+    const init = await mcp(
+      a,
+      rpc(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } }),
+    );
     expect(init.status).toBe(200);
     const sessionId = init.headers.get('mcp-session-id');
     expect(sessionId).toBeTruthy();
@@ -94,7 +104,7 @@ describe('POST /v1/mcp', () => {
     const before = w.h.sim.controls.requests().length;
     const response = await mcp(a, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { pad: 'x'.repeat(2 * 1024 * 1024) } });
     expect(response.status).toBe(413);
-    expect(((await response.json()) as { code: string }).code).toBe("payload_too_large");
+    expect(((await response.json()) as { code: string }).code).toBe('payload_too_large');
     expect(composioRequests(w.h, before).filter((c) => c.includes('/tool_router/'))).toEqual([]);
   });
 
@@ -118,7 +128,8 @@ describe('POST /v1/mcp', () => {
   it('refuses to send the project key to an MCP URL on an untrusted host', async () => {
     const m = await member(w.t.app);
     await mcp(m, rpc(7, 'tools/list'));
-    await w.t.database.sql`update installations set session_mcp_url = 'https://evil.example/tool_router/x/mcp' where id = ${m.installationId}`;
+    await w.t.database
+      .sql`update installations set session_mcp_url = 'https://evil.example/tool_router/x/mcp' where id = ${m.installationId}`;
     const response = await mcp(m, rpc(8, 'tools/list'));
     expect(response.status).toBe(502);
   });

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { startHarness, type Harness } from '../composio/harness.js';
-import { buildTestApp, register, type TestApp } from '../support/app.js';
 import type { Env } from '../../src/config.js';
+import { type Harness, startHarness } from '../composio/harness.js';
+import { buildTestApp, register, type TestApp } from '../support/app.js';
 
 export interface ConnectorsWorld {
   t: TestApp;

@@ -91,7 +91,9 @@ describe('ingest group commit', () => {
     const trigger = await installationWithTrigger();
     const batcher = new IngestBatcher(database.sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
     const first = message(trigger);
-    const outcomes = await Promise.all([batcher.write(message(trigger)), batcher.write(first), batcher.write(first)].map(async (p) => (await p).outcome));
+    const outcomes = await Promise.all(
+      [batcher.write(message(trigger)), batcher.write(first), batcher.write(first)].map(async (p) => (await p).outcome),
+    );
     expect(outcomes.sort()).toEqual(['accepted', 'accepted', 'duplicate']);
     expect(await countEvents(database, trigger.installationId)).toBe(2);
   });

@@ -1,9 +1,9 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
-import { startBroker, type BrokerProcess } from '../support/broker-process.js';
+import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { BROKER_ENV, buildEventsApp, insertTrigger, signed, triggerMessage, type EventsTestApp, type TestTrigger } from './helpers.js';
+import { BROKER_ENV, buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 
 /**
  * The queue's promise under concurrency, over real HTTP: many webhooks for ONE installation
@@ -80,7 +80,11 @@ describe('one broker process', () => {
     sent = true;
     expect(results.every((r) => r.status === 200 && r.outcome === 'accepted')).toBe(true);
     const received = await consumer;
-    expectExactlyOnceInOrder(received, results.map((r) => r.id), await positionsOrder(t.database, owner.installationId));
+    expectExactlyOnceInOrder(
+      received,
+      results.map((r) => r.id),
+      await positionsOrder(t.database, owner.installationId),
+    );
   });
 
   it('removes a disconnected client’s waiter at once', async () => {
@@ -105,7 +109,10 @@ describe('two broker processes on one database', () => {
     cleanups.push(() => database.drop());
     const env = { ...BROKER_ENV, DATABASE_URL: database.url, QUOTA_STANDARD: '100000' };
     [a, b] = await Promise.all([startBroker(env), startBroker(env)]);
-    cleanups.push(() => a.stop(), () => b.stop());
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
   }, 60_000);
 
   it(`delivers ${WEBHOOKS} concurrent webhooks sent to one and polled on the other exactly once, in order`, async () => {
@@ -117,7 +124,11 @@ describe('two broker processes on one database', () => {
     sent = true;
     expect(results.every((r) => r.status === 200 && r.outcome === 'accepted')).toBe(true);
     const received = await consumer;
-    expectExactlyOnceInOrder(received, results.map((r) => r.id), await positionsOrder(database, owner.installationId));
+    expectExactlyOnceInOrder(
+      received,
+      results.map((r) => r.id),
+      await positionsOrder(database, owner.installationId),
+    );
   });
 
   it('wakes a poll on one within milliseconds of a webhook accepted by the other', async () => {

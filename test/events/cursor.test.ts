@@ -14,7 +14,9 @@ describe('cursors', () => {
   });
 
   it('belong to one installation', () => {
-    expect(() => decodeCursor(randomUUID(), encodeCursor(installation, 7))).toThrow(expect.objectContaining({ status: 400, code: 'invalid_cursor' }));
+    expect(() => decodeCursor(randomUUID(), encodeCursor(installation, 7))).toThrow(
+      expect.objectContaining({ status: 400, code: 'invalid_cursor' }),
+    );
   });
 
   it('refuse every other spelling, any changed character and garbage', () => {

@@ -83,10 +83,7 @@ export interface SignedWebhook {
 }
 
 /** Headers and body as Composio would post them, signed at `at` (seconds default to now). */
-export function signed(
-  payload: unknown,
-  options: { id?: string; at?: Date; secret?: string } = {},
-): SignedWebhook {
+export function signed(payload: unknown, options: { id?: string; at?: Date; secret?: string } = {}): SignedWebhook {
   const id = options.id ?? `msg_${randomUUID()}`;
   const timestamp = Math.floor((options.at ?? new Date()).getTime() / 1000);
   const body = typeof payload === 'string' ? payload : JSON.stringify(payload);

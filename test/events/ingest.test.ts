@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WebhookEvent } from '../../src/composio/webhook-events.js';
+import { type IngestDeps, ingestWebhookEvent } from '../../src/events/ingest.js';
 import { IngestBatcher } from '../../src/events/ingest-batcher.js';
-import { ingestWebhookEvent, type IngestDeps } from '../../src/events/ingest.js';
 import type { QueuedEventType } from '../../src/events/queue.js';
 import { insertInstallation } from '../../src/installations/store.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
@@ -32,7 +32,11 @@ function recordingIngest() {
 
 async function installationWithTrigger(): Promise<TestTrigger> {
   const id = randomUUID();
-  await insertInstallation(database.db, { id, tokenHash: randomUUID().replaceAll('-', '').repeat(2), composioUserId: composioUserIdFor(id) });
+  await insertInstallation(database.db, {
+    id,
+    tokenHash: randomUUID().replaceAll('-', '').repeat(2),
+    composioUserId: composioUserIdFor(id),
+  });
   return insertTrigger(database, id);
 }
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeCursor } from '../../src/events/cursor.js';
 import { register } from '../support/app.js';
-import { buildEventsApp, insertTrigger, signed, triggerMessage, type EventsTestApp, type TestTrigger } from './helpers.js';
+import { buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 
 let t: EventsTestApp;
 beforeAll(async () => {

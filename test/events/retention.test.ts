@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeExpiredEvents, startRetentionJob } from '../../src/events/retention.js';
 import { createLogger } from '../../src/logger.js';
 import { register } from '../support/app.js';
-import { buildEventsApp, countEvents, insertTrigger, signed, triggerMessage, type EventsTestApp, type TestTrigger } from './helpers.js';
+import { buildEventsApp, countEvents, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 
 const DAY = 86_400_000;
 let t: EventsTestApp;
@@ -118,7 +118,8 @@ describe('retention', () => {
     // Everything received in the first 10,000 seconds is past the horizon.
     const run = await removeExpiredEvents(t.database.sql, { horizon: new Date('2032-05-01T02:46:40.500Z'), batchSize: 3000 });
     expect(run).toEqual({ ran: true, removed: 10_000 });
-    const [expiry] = await t.database.sql`select expired_through_position::int as through from event_expiry where installation_id = ${owner.installationId}`;
+    const [expiry] = await t.database
+      .sql`select expired_through_position::int as through from event_expiry where installation_id = ${owner.installationId}`;
     expect(expiry!.through).toBe(10_000);
     const answer = await batch(owner.auth, 'limit=1');
     expect(answer).toMatchObject({ events: [{ id: 'bulk_10001' }], gap: true });
@@ -130,10 +131,17 @@ describe('retention', () => {
     const trigger = await insertTrigger(t.database, owner.installationId);
     await send(trigger);
     t.clock.set('2032-06-03T10:00:01.000Z');
-    const job = startRetentionJob({ sql: t.database.sql, clock: t.clock, logger: createLogger('silent'), retentionDays: 2, intervalMs: 20 });
+    const job = startRetentionJob({
+      sql: t.database.sql,
+      clock: t.clock,
+      logger: createLogger('silent'),
+      retentionDays: 2,
+      intervalMs: 20,
+    });
     try {
       const deadline = Date.now() + 5_000;
-      while ((await countEvents(t.database, owner.installationId)) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while ((await countEvents(t.database, owner.installationId)) > 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
       expect(await countEvents(t.database, owner.installationId)).toBe(0);
     } finally {
       await job.stop();

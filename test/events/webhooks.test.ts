@@ -1,16 +1,16 @@
-import { signWebhook } from '../../src/composio/webhook-signature.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signWebhook } from '../../src/composio/webhook-signature.js';
 import { register } from '../support/app.js';
 import {
   accountExpired,
   buildEventsApp,
   countEvents,
+  type EventsTestApp,
   insertTrigger,
   SECRET,
+  type SignedWebhook,
   signed,
   triggerMessage,
-  type EventsTestApp,
-  type SignedWebhook,
 } from './helpers.js';
 
 const OLD_SECRET = 'whsec_rotated_out_but_still_accepted';
@@ -125,7 +125,9 @@ describe('what is answered 200 and not queued', () => {
   it('an event that does not match its trigger’s filter, without counting against the quota', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId, { filter: { 'issue.title': 'crash', action: 'opened' } });
-    const miss = await post(signed(triggerMessage(trigger, { action: 'opened', issue: { title: 'Feature request' } }), { at: t.clock.now() }));
+    const miss = await post(
+      signed(triggerMessage(trigger, { action: 'opened', issue: { title: 'Feature request' } }), { at: t.clock.now() }),
+    );
     expect(miss.json()).toEqual({ outcome: 'filtered' });
     const hit = await post(signed(triggerMessage(trigger, { action: 'opened', issue: { title: 'CRASH on exit' } }), { at: t.clock.now() }));
     expect(hit.json()).toEqual({ outcome: 'accepted' });
@@ -136,7 +138,11 @@ describe('what is answered 200 and not queued', () => {
 
   it('never filters Gmail here: Gmail applied the filter as its search query', async () => {
     const owner = await register(t.app);
-    const trigger = await insertTrigger(t.database, owner.installationId, { toolkit: 'gmail', triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE', filter: { from: 'boss@example.com' } });
+    const trigger = await insertTrigger(t.database, owner.installationId, {
+      toolkit: 'gmail',
+      triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE',
+      filter: { from: 'boss@example.com' },
+    });
     const response = await post(signed(triggerMessage(trigger, { sender: 'someone@else.org' }), { at: t.clock.now() }));
     expect(response.json()).toEqual({ outcome: 'accepted' });
   });
@@ -200,16 +206,31 @@ describe('a bad signature', () => {
     ['no webhook-id', (w) => ({ headers: { ...w.headers, 'webhook-id': undefined }, body: w.body })],
     ['no webhook-timestamp', (w) => ({ headers: { ...w.headers, 'webhook-timestamp': undefined }, body: w.body })],
     ['no webhook-signature', (w) => ({ headers: { ...w.headers, 'webhook-signature': undefined }, body: w.body })],
-    ['a wrong secret', (w) => ({ headers: { ...w.headers, ...signed(w.body, { id: w.id, secret: 'whsec_wrong' }).headers }, body: w.body })],
+    [
+      'a wrong secret',
+      (w) => ({ headers: { ...w.headers, ...signed(w.body, { id: w.id, secret: 'whsec_wrong' }).headers }, body: w.body }),
+    ],
     ['a stale timestamp (301 s old)', (w, now) => resign(w, new Date(now.getTime() - 301_000))],
     ['a future timestamp (301 s ahead)', (w, now) => resign(w, new Date(now.getTime() + 301_000))],
-    ['a timestamp changed after signing', (w) => ({ headers: { ...w.headers, 'webhook-timestamp': String(Number(w.headers['webhook-timestamp']) + 1) }, body: w.body })],
+    [
+      'a timestamp changed after signing',
+      (w) => ({ headers: { ...w.headers, 'webhook-timestamp': String(Number(w.headers['webhook-timestamp']) + 1) }, body: w.body }),
+    ],
     ['a webhook-id changed after signing', (w) => ({ headers: { ...w.headers, 'webhook-id': `${w.id}x` }, body: w.body })],
     ['the body altered by one byte', (w) => ({ headers: w.headers, body: w.body.replace('"data":{', '"data":{ ') })],
     ['the body with one byte removed', (w) => ({ headers: w.headers, body: w.body.slice(0, -1) })],
-    ['a truncated signature', (w) => ({ headers: { ...w.headers, 'webhook-signature': w.headers['webhook-signature']!.slice(0, -4) }, body: w.body })],
-    ['a signature without the v1 prefix', (w) => ({ headers: { ...w.headers, 'webhook-signature': w.headers['webhook-signature']!.slice(3) }, body: w.body })],
-    ['a signature of another version', (w) => ({ headers: { ...w.headers, 'webhook-signature': w.headers['webhook-signature']!.replace('v1,', 'v2,') }, body: w.body })],
+    [
+      'a truncated signature',
+      (w) => ({ headers: { ...w.headers, 'webhook-signature': w.headers['webhook-signature']!.slice(0, -4) }, body: w.body }),
+    ],
+    [
+      'a signature without the v1 prefix',
+      (w) => ({ headers: { ...w.headers, 'webhook-signature': w.headers['webhook-signature']!.slice(3) }, body: w.body }),
+    ],
+    [
+      'a signature of another version',
+      (w) => ({ headers: { ...w.headers, 'webhook-signature': w.headers['webhook-signature']!.replace('v1,', 'v2,') }, body: w.body }),
+    ],
     ['an empty signature', (w) => ({ headers: { ...w.headers, 'webhook-signature': '' }, body: w.body })],
     ['a non-numeric timestamp', (w) => ({ headers: { ...w.headers, 'webhook-timestamp': 'yesterday' }, body: w.body })],
   ];
@@ -236,7 +257,12 @@ describe('a bad signature', () => {
     const response = await t.app.inject({
       method: 'POST',
       url: '/v1/webhooks/composio',
-      headers: { 'content-type': 'application/json', 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' },
+      headers: {
+        'content-type': 'application/json',
+        'webhook-id': 'msg_1',
+        'webhook-timestamp': String(Math.floor(Date.now() / 1000)),
+        'webhook-signature': 'v1,AAAA',
+      },
       payload: '{not json',
     });
     expect(response.statusCode).toBe(401);
@@ -253,7 +279,12 @@ describe('a bad signature', () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     const webhook = signed(triggerMessage(trigger), { at: t.clock.now() });
-    const wrong = signWebhook({ id: webhook.id, timestamp: webhook.headers['webhook-timestamp']!, body: webhook.body, secret: 'whsec_other' });
+    const wrong = signWebhook({
+      id: webhook.id,
+      timestamp: webhook.headers['webhook-timestamp']!,
+      body: webhook.body,
+      secret: 'whsec_other',
+    });
     webhook.headers['webhook-signature'] = `${wrong} ${webhook.headers['webhook-signature']}`;
     expect((await post(webhook)).json()).toEqual({ outcome: 'accepted' });
   });
@@ -281,7 +312,13 @@ describe('limits', () => {
       const owner = await register(limited.app);
       const trigger = await insertTrigger(limited.database, owner.installationId);
       const send = (webhook: SignedWebhook, ip: string) =>
-        limited.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body, remoteAddress: ip });
+        limited.app.inject({
+          method: 'POST',
+          url: '/v1/webhooks/composio',
+          headers: webhook.headers,
+          payload: webhook.body,
+          remoteAddress: ip,
+        });
       const good = () => signed(triggerMessage(trigger), { at: limited.clock.now() });
       const bad = () => signed(triggerMessage(trigger), { at: limited.clock.now(), secret: 'whsec_wrong' });
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FaultSpec } from '../../src/sim/index.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
-import { connectAccount, startHarness, type Harness } from '../composio/harness.js';
-import { insertTrigger, SECRET, signed, triggerMessage, type TestTrigger } from '../events/helpers.js';
+import type { FaultSpec } from '../../src/sim/index.js';
+import { connectAccount, type Harness, startHarness } from '../composio/harness.js';
+import { insertTrigger, SECRET, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { metricValue, until } from '../support/http.js';
 
@@ -73,7 +73,11 @@ const mcpCall = (auth: { authorization: string }) =>
  * that has started may stream for minutes (a tool call).
  */
 const routes: Array<{ name: string; send: Send; under: Outage[] }> = [
-  { name: 'GET /v1/connectors/connected', under: ALL, send: () => t.app.inject({ method: 'GET', url: '/v1/connectors/connected', headers: ready.auth }) },
+  {
+    name: 'GET /v1/connectors/connected',
+    under: ALL,
+    send: () => t.app.inject({ method: 'GET', url: '/v1/connectors/connected', headers: ready.auth }),
+  },
   {
     name: 'GET /v1/connectors?services=',
     under: ALL,
@@ -119,7 +123,12 @@ async function expectConnectedAppsFail(outage: Outage, boundMs: number): Promise
   for (const { name, response, ms } of results) expectReadableFailure(name, response, ms, boundMs);
 }
 
-function expectReadableFailure(name: string, response: { statusCode: number; body: string; json(): any }, ms: number, boundMs: number): void {
+function expectReadableFailure(
+  name: string,
+  response: { statusCode: number; body: string; json(): any },
+  ms: number,
+  boundMs: number,
+): void {
   expect([502, 503], `${name}: ${response.statusCode} ${response.body}`).toContain(response.statusCode);
   const body = response.json();
   expect(body, name).toEqual({ error: expect.any(String), code: expect.stringMatching(/^[a-z]+(_[a-z]+)*$/) });
@@ -180,16 +189,19 @@ describe('Composio down', () => {
 });
 
 describe('Composio’s MCP endpoint down, on a known Session', () => {
-  it.each([[{ status: 503 }], [{ status: 500 }], [{ status: 429, retryAfter: 0 }]] satisfies Array<[FaultSpec]>)('answering %j: /v1/mcp fails readably', async (fault) => {
-    composioFails(fault);
-    try {
-      const started = performance.now();
-      const response = await mcpCall(ready.auth);
-      expectReadableFailure('POST /v1/mcp (Session known)', response, performance.now() - started, MARGIN_MS);
-    } finally {
-      h.sim.controls.clearFaults();
-    }
-  });
+  it.each([[{ status: 503 }], [{ status: 500 }], [{ status: 429, retryAfter: 0 }]] satisfies Array<[FaultSpec]>)(
+    'answering %j: /v1/mcp fails readably',
+    async (fault) => {
+      composioFails(fault);
+      try {
+        const started = performance.now();
+        const response = await mcpCall(ready.auth);
+        expectReadableFailure('POST /v1/mcp (Session known)', response, performance.now() - started, MARGIN_MS);
+      } finally {
+        h.sim.controls.clearFaults();
+      }
+    },
+  );
 });
 
 describe('Composio slow', () => {

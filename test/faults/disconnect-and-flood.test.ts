@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countEvents, insertTrigger, SECRET, signed, triggerMessage } from '../events/helpers.js';
 import { buildTestApp, type TestApp } from '../support/app.js';
-import { metricValue, rawRequest, registerOver, until, type RawAnswer } from '../support/http.js';
+import { metricValue, type RawAnswer, rawRequest, registerOver, until } from '../support/http.js';
 
 /**
  * Two client faults over real sockets: a long-poll whose client hangs up, and a flood of badly
@@ -78,12 +78,16 @@ describe('a client that disconnects mid-poll', () => {
       const serverSide = nextConnection();
       const poll = rawRequest(`${url}/v1/events?wait=25`, { headers: owner.auth, signal: leaving.signal }).catch((error: Error) => error);
       const socket = await serverSide;
-      await until(async () => {
-        const [row] = await t.database.sql<{ n: number }[]>`
+      await until(
+        async () => {
+          const [row] = await t.database.sql<{ n: number }[]>`
           select count(*)::int as n from pg_stat_activity
            where datname = current_database() and wait_event_type = 'Lock' and query like '%last_seen_at%'`;
-        return row!.n > 0;
-      }, 5000, 'the token check waiting on the lock');
+          return row!.n > 0;
+        },
+        5000,
+        'the token check waiting on the lock',
+      );
       const hungUp = once(socket, 'close');
       leaving.abort();
       await poll;

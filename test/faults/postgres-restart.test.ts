@@ -5,12 +5,12 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
-import { freePort, startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/db/embedded.js';
+import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
-import { BROKER_ENV, insertTrigger, signed, triggerMessage, type TestTrigger } from '../events/helpers.js';
-import { startBroker, type BrokerProcess } from '../support/broker-process.js';
+import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
+import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import { metricValue, type Registered, registerOver, until } from '../support/http.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
-import { metricValue, registerOver, until, type Registered } from '../support/http.js';
 
 /**
  * Postgres restarted under a load of signed webhooks, with two broker processes on it: A (under
@@ -100,9 +100,16 @@ async function postUntilAccepted(url: string, trigger: TestTrigger, data: Record
 }
 
 /** A long poll; never rejects (a failure is status 0), so a test failing early leaves nothing unhandled. */
-function longPoll(url: string, who: Registered): Promise<{ status: number; body: { events: Array<{ id: string }>; cursor: string }; at: number }> {
+function longPoll(
+  url: string,
+  who: Registered,
+): Promise<{ status: number; body: { events: Array<{ id: string }>; cursor: string }; at: number }> {
   return fetch(`${url}/v1/events?wait=25`, { headers: who.auth }).then(
-    async (response) => ({ status: response.status, body: (await response.json()) as { events: Array<{ id: string }>; cursor: string }, at: performance.now() }),
+    async (response) => ({
+      status: response.status,
+      body: (await response.json()) as { events: Array<{ id: string }>; cursor: string },
+      at: performance.now(),
+    }),
     () => ({ status: 0, body: { events: [], cursor: '' }, at: performance.now() }),
   );
 }
@@ -142,10 +149,14 @@ describe('Postgres restarted under load', () => {
     // Two polls on A that will wait across the restart.
     const p1 = longPoll(a.url, w1);
     const p2 = longPoll(a.url, w2);
-    await until(async () => {
-      const response = await fetch(`${a.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
-      return metricValue(await response.text(), 'omb_long_polls_waiting') === 2;
-    }, 10_000, 'two polls waiting on A');
+    await until(
+      async () => {
+        const response = await fetch(`${a.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+        return metricValue(await response.text(), 'omb_long_polls_waiting') === 2;
+      },
+      10_000,
+      'two polls waiting on A',
+    );
 
     // The load: four clients posting webhooks to A as fast as it answers.
     const sent: Sent[] = [];

@@ -3,9 +3,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
-import { startBroker, type BrokerProcess } from '../support/broker-process.js';
-import { metricValue, rawRequest, registerOver, until, type Registered } from '../support/http.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
+import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import { metricValue, type Registered, rawRequest, registerOver, until } from '../support/http.js';
 
 /**
  * SIGTERM to a broker started as `npm start` starts it, without DATABASE_URL (so on its
@@ -99,7 +99,10 @@ describe('SIGTERM', () => {
     sim.controls.injectFault({ delayMs: 1500, path: ACCOUNTS_PATH, method: 'GET', times: 1 });
     const slowStarted = performance.now();
     const slow = timed(
-      fetch(`${broker.url}/v1/connectors/connected`, { headers: first.auth }).then(async (r) => ({ status: r.status, body: await r.json() })),
+      fetch(`${broker.url}/v1/connectors/connected`, { headers: first.auth }).then(async (r) => ({
+        status: r.status,
+        body: await r.json(),
+      })),
     );
     await until(() => slowRequestArrived(since), 10_000, 'the slow Composio call under way');
 

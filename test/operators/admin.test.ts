@@ -4,7 +4,7 @@ import { utcDay } from '../../src/clock.js';
 import { dailyUsage, events, grants, revokedGrants } from '../../src/db/schema.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../../src/events/channels.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
-import { adminClaims, grantClaims, operatorKey, signClaims, trusting, type TestOperatorKey } from './support.js';
+import { adminClaims, grantClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from './support.js';
 
 let t: TestApp;
 let key: TestOperatorKey;
@@ -27,7 +27,11 @@ describe('the admin token', () => {
     ['no token', async () => ({}), /missing operator token/],
     ['an installation token', async () => (await register(t.app)).auth, /invalid operator token/],
     ['garbage', async () => ({ authorization: 'Bearer not.a.token' }), /invalid operator token/],
-    ['a grant (wrong audience)', async () => ({ authorization: `Bearer ${await signClaims(key, grantClaims(t.clock.now()))}` }), /not an admin token/],
+    [
+      'a grant (wrong audience)',
+      async () => ({ authorization: `Bearer ${await signClaims(key, grantClaims(t.clock.now()))}` }),
+      /not an admin token/,
+    ],
     [
       'a token living longer than 15 minutes',
       async () => asOperator(adminClaims(t.clock.now(), { exp: seconds(t.clock.now()) + 16 * 60 })),
@@ -199,7 +203,11 @@ describe('revoking a grant', () => {
   it('revokes a grant before it was ever presented', async () => {
     const claims = grantClaims(t.clock.now());
     expect((await admin('POST', `/v1/admin/grants/${claims.jti}/revoke`)).statusCode).toBe(200);
-    const registration = await t.app.inject({ method: 'POST', url: '/v1/installations', payload: { grant: await signClaims(key, claims) } });
+    const registration = await t.app.inject({
+      method: 'POST',
+      url: '/v1/installations',
+      payload: { grant: await signClaims(key, claims) },
+    });
     expect(registration.statusCode).toBe(403);
   });
 
@@ -247,13 +255,15 @@ describe('GET /v1/admin/stats', () => {
         receivedAt: new Date(now.getTime() - ageSeconds * 1000),
         data: {},
       });
-      await db.insert(events).values([
-        event(paid!.installationId, 1, 9000),
-        event(paid!.installationId, 2, 600),
-        event(paid!.installationId, 3, 60),
-        event(plain!.installationId, 1, 50_000),
-        event(dormant!.installationId, 1, 7200),
-      ]);
+      await db
+        .insert(events)
+        .values([
+          event(paid!.installationId, 1, 9000),
+          event(paid!.installationId, 2, 600),
+          event(paid!.installationId, 3, 60),
+          event(plain!.installationId, 1, 50_000),
+          event(dormant!.installationId, 1, 7200),
+        ]);
       // As ingest would have left them: each queue's last position, then what was acknowledged.
       await s.database.sql`update installations set last_event_position = 3, acked_event_position = 1 where id = ${paid!.installationId}`;
       await s.database.sql`update installations set last_event_position = 1, acked_event_position = 1 where id = ${plain!.installationId}`;

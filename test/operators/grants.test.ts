@@ -3,7 +3,7 @@ import { base64url, exportJWK, generateKeyPair, generateSecret } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
-import { adminClaims, grantClaims, operatorKey, signClaims, signWith, trusting, unsigned, type TestOperatorKey } from './support.js';
+import { adminClaims, grantClaims, operatorKey, signClaims, signWith, type TestOperatorKey, trusting, unsigned } from './support.js';
 
 let t: TestApp;
 let key: TestOperatorKey;
@@ -294,10 +294,7 @@ describe('without OPERATOR_PUBLIC_KEYS', () => {
 
 describe('OPERATOR_PUBLIC_KEYS that could widen what is accepted', () => {
   it.each([
-    [
-      'an RSA key',
-      async () => ({ ...(await exportJWK((await generateKeyPair('RS256', { extractable: true })).publicKey)), kid: 'rsa' }),
-    ],
+    ['an RSA key', async () => ({ ...(await exportJWK((await generateKeyPair('RS256', { extractable: true })).publicKey)), kid: 'rsa' })],
     ['an HMAC key', async () => ({ kty: 'oct', k: base64url.encode(createHash('sha256').update('x').digest()), kid: 'hmac' })],
     ['a key without kid', async () => ({ ...key.publicJwk, kid: undefined })],
     ['a key for another algorithm', async () => ({ ...key.publicJwk, alg: 'ES256' })],

@@ -45,7 +45,11 @@ const COLUMNS = ['id', 'token_hash', 'composio_user_id', 'session_id', 'created_
 const csvLine = (row: Partial<Row>) =>
   COLUMNS.map((c) => {
     const value = row[c];
-    return value === null || value === undefined ? '' : /[",\n]/.test(String(value)) ? `"${String(value).replaceAll('"', '""')}"` : String(value);
+    return value === null || value === undefined
+      ? ''
+      : /[",\n]/.test(String(value))
+        ? `"${String(value).replaceAll('"', '""')}"`
+        : String(value);
   }).join(',');
 
 async function exportFile(name: string, text: string): Promise<string> {
@@ -61,7 +65,10 @@ describe('import of first-version installations', () => {
   it('keeps a first-version token working after a CSV import, and reports the rows it left out', async () => {
     const kept = firstVersionInstallation();
     const present = await register(t.app);
-    const existing = firstVersionInstallation({ id: present.installationId, composio_user_id: `omb_${present.installationId.replaceAll('-', '')}` });
+    const existing = firstVersionInstallation({
+      id: present.installationId,
+      composio_user_id: `omb_${present.installationId.replaceAll('-', '')}`,
+    });
     const badId = firstVersionInstallation({ id: 'not-a-uuid' });
     const badHash = firstVersionInstallation({ token_hash: 'abc123' });
     const wrongUser = firstVersionInstallation({ composio_user_id: 'omb_someoneelse' });

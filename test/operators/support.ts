@@ -2,9 +2,9 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { base64url, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
-import { ADMIN_AUDIENCE } from '../../src/operators/admin-tokens.js';
+import { base64url, type CryptoKey, type JWK, type JWTPayload, SignJWT } from 'jose';
 import { generateOperatorKeyPair, importOperatorSigningKey, type OperatorSigningKey } from '../../src/operator-keys/keys.js';
+import { ADMIN_AUDIENCE } from '../../src/operators/admin-tokens.js';
 import { runCli as runOperatorCli } from '../../src/operators/cli/run.js';
 import { GRANT_AUDIENCE } from '../../src/plans/grants.js';
 

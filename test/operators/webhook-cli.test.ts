@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { runCli } from './support.js';
 
 let sim: Simulator;

@@ -4,11 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/db/embedded.js';
 import { removeExpiredEvents } from '../../src/events/retention.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
-import { adminClaims, grantClaims, operatorKey, signClaims, trusting, type TestOperatorKey } from '../operators/support.js';
-import { startBroker, type BrokerProcess } from '../support/broker-process.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
+import { adminClaims, grantClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from '../operators/support.js';
+import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { metricValue, registerOver, until, type Registered } from '../support/http.js';
+import { metricValue, type Registered, registerOver, until } from '../support/http.js';
 
 /**
  * Two broker processes, started as `npm start` starts them, on ONE database and ONE Composio
@@ -146,7 +146,12 @@ describe('two broker processes on one database', () => {
 
   it('wake a poll held on one within milliseconds of Composio delivering to the other', async () => {
     const who = await registerOver(a.url);
-    const account = sim.controls.createAccount({ userId: composioUserIdFor(who.installationId), toolkit: 'github', alias: 'work', status: 'ACTIVE' });
+    const account = sim.controls.createAccount({
+      userId: composioUserIdFor(who.installationId),
+      toolkit: 'github',
+      alias: 'work',
+      status: 'ACTIVE',
+    });
 
     // The trigger is made through B; the one Composio delivers to is A.
     const created = await call(b, 'POST', '/v1/triggers', who.auth, {
@@ -157,12 +162,21 @@ describe('two broker processes on one database', () => {
       config: { owner: 'ada', repo: 'engine' },
     });
     expect(created.status).toBe(201);
-    expect((await call(a, 'GET', `/v1/triggers/${created.body.id}`, who.auth)).body).toMatchObject({ id: created.body.id, status: 'active' });
-    const [row] = await database.sql<{ composio_trigger_id: string }[]>`select composio_trigger_id from triggers where id = ${created.body.id}`;
+    expect((await call(a, 'GET', `/v1/triggers/${created.body.id}`, who.auth)).body).toMatchObject({
+      id: created.body.id,
+      status: 'active',
+    });
+    const [row] = await database.sql<
+      { composio_trigger_id: string }[]
+    >`select composio_trigger_id from triggers where id = ${created.body.id}`;
 
     const poll = await waitingPoll(b, who);
     const firedAt = performance.now();
-    const delivery = await sim.controls.fireTrigger(row!.composio_trigger_id, { id: 'c0ffee', message: 'Fix the flux capacitor', author: 'ada' });
+    const delivery = await sim.controls.fireTrigger(row!.composio_trigger_id, {
+      id: 'c0ffee',
+      message: 'Fix the flux capacitor',
+      author: 'ada',
+    });
     expect(delivery).toMatchObject({ ok: true, status: 200, url: `${a.url}/v1/webhooks/composio` });
     const woken = await poll.answer;
     expect(woken.status).toBe(200);
@@ -216,14 +230,18 @@ describe('background jobs on two processes', () => {
 
   async function retentionWaitingOnLock(): Promise<number> {
     let pid = 0;
-    await until(async () => {
-      const rows = await database.sql<{ pid: number }[]>`
+    await until(
+      async () => {
+        const rows = await database.sql<{ pid: number }[]>`
         select a.pid from pg_stat_activity a
          where a.datname = current_database() and a.wait_event_type = 'Lock' and a.query like '%delete from events%'
            and exists (select 1 from pg_locks l where l.pid = a.pid and l.locktype = 'advisory' and l.granted)`;
-      pid = rows[0]?.pid ?? 0;
-      return pid !== 0;
-    }, 10_000, 'a retention run holding the lock and waiting');
+        pid = rows[0]?.pid ?? 0;
+        return pid !== 0;
+      },
+      10_000,
+      'a retention run holding the lock and waiting',
+    );
     return pid;
   }
 

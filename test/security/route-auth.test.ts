@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs';
 import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { startHarness, type Harness } from '../composio/harness.js';
-import { adminClaims, operatorKey, signClaims, trusting, type TestOperatorKey } from '../operators/support.js';
+import { type Harness, startHarness } from '../composio/harness.js';
+import { adminClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from '../operators/support.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 
 /**
@@ -47,8 +47,7 @@ function routesSecuredBy(scheme: string): Route[] {
 
 /** A request the route would take from its owner: plausible ids, its required headers, a JSON body. */
 function requestFor(method: string, path: string, parameters: Parameter[], operation: Operation): InjectOptions {
-  const value = (name: string) =>
-    parameters.find((p) => p.name === name)?.schema?.format === 'uuid' ? randomUUID() : 'authsuite1';
+  const value = (name: string) => (parameters.find((p) => p.name === name)?.schema?.format === 'uuid' ? randomUUID() : 'authsuite1');
   const headers: Record<string, string> = {};
   for (const p of parameters) if (p.in === 'header' && p.required) headers[p.name] = value(p.name);
   return {
@@ -73,7 +72,11 @@ beforeAll(async () => {
   const disabled = await register(t.app);
   disabledToken = disabled.token;
   const admin = { authorization: `Bearer ${await signClaims(key, adminClaims(t.clock.now()))}` };
-  const response = await t.app.inject({ method: 'POST', url: `/v1/admin/installations/${disabled.installationId}/disable`, headers: admin });
+  const response = await t.app.inject({
+    method: 'POST',
+    url: `/v1/admin/installations/${disabled.installationId}/disable`,
+    headers: admin,
+  });
   expect(response.statusCode).toBe(200);
 });
 afterAll(async () => {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 
 /** The simulator's wire behaviour, checked with plain HTTP (no SDK in between). */
 
@@ -16,7 +16,12 @@ async function call(method: string, path: string, options: { key?: string | null
     ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
   });
   const text = await response.text();
-  return { status: response.status, contentType: response.headers.get('content-type'), headers: response.headers, json: text ? JSON.parse(text) : undefined };
+  return {
+    status: response.status,
+    contentType: response.headers.get('content-type'),
+    headers: response.headers,
+    json: text ? JSON.parse(text) : undefined,
+  };
 }
 
 const errorShape = (status: number) => ({
@@ -56,7 +61,9 @@ describe('shapes', () => {
       config: { user_id: 'u1', preload: { tools: [] }, search: {}, execute: {}, manage_connections: { enabled: true } },
       config_version: 1,
     });
-    const link = await call('POST', `/api/v3.1/tool_router/session/${res.json.session_id}/link`, { body: { toolkit: 'gmail', alias: 'work' } });
+    const link = await call('POST', `/api/v3.1/tool_router/session/${res.json.session_id}/link`, {
+      body: { toolkit: 'gmail', alias: 'work' },
+    });
     expect(link.status).toBe(201);
     expect(link.json).toEqual({
       link_token: expect.stringMatching(/^ln_/),
@@ -67,13 +74,19 @@ describe('shapes', () => {
     });
     const sub = await call('POST', '/api/v3.1/webhook_subscriptions', { body: { webhook_url: 'http://127.0.0.1:9/h' } });
     expect(sub.status).toBe(201);
-    expect(sub.json).toMatchObject({ id: expect.any(String), version: 'V3', enabled_events: ['composio.trigger.message'], secret: expect.any(String) });
+    expect(sub.json).toMatchObject({
+      id: expect.any(String),
+      version: 'V3',
+      enabled_events: ['composio.trigger.message'],
+      secret: expect.any(String),
+    });
     expect((await call('POST', '/api/v3.1/webhook_subscriptions', { body: { webhook_url: 'http://127.0.0.1:9/h' } })).status).toBe(409);
   });
 
   it('pages with opaque cursors and Composio’s envelope, and splits list parameters on commas', async () => {
     sim = await startSimulator({ apiKey: 'k1', logger: false });
-    for (let i = 0; i < 5; i++) sim.controls.createAccount({ userId: i < 3 ? 'u1' : 'u2', toolkit: 'gmail', alias: `a${i}`, status: 'ACTIVE' });
+    for (let i = 0; i < 5; i++)
+      sim.controls.createAccount({ userId: i < 3 ? 'u1' : 'u2', toolkit: 'gmail', alias: `a${i}`, status: 'ACTIVE' });
     sim.controls.createAccount({ userId: 'u3', toolkit: 'gmail', alias: 'z', status: 'ACTIVE' });
     const first = await call('GET', '/api/v3.1/connected_accounts?user_ids=u1,u2&limit=2');
     expect(first.json).toMatchObject({ next_cursor: expect.any(String), total_pages: 3, current_page: 1, total_items: 5 });

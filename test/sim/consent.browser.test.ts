@@ -1,6 +1,6 @@
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { linkToken, startHarness, type Harness } from '../composio/harness.js';
+import { type Harness, linkToken, startHarness } from '../composio/harness.js';
 import { launchChromium } from '../support/chromium.js';
 
 /** The consent page in a real (headless) Chromium: a person clicks Authorize or Deny. */

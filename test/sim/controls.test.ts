@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { verifyWebhookSignature } from '../../src/composio/index.js';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { startReceiver } from './receiver.js';
 
 /** The developer controls under /_sim, over HTTP (JSON and the HTML forms). */
@@ -35,9 +35,20 @@ const form = (path: string, fields: Record<string, string>) =>
 /** A Session with an ACTIVE Gmail account, a trigger on it, and a subscription to `receiver`. */
 async function world() {
   receiver = await startReceiver();
-  const secret = (await api('POST', '/api/v3.1/webhook_subscriptions', { webhook_url: receiver.url, enabled_events: ['composio.trigger.message', 'composio.connected_account.expired'] })).json.secret as string;
+  const secret = (
+    await api('POST', '/api/v3.1/webhook_subscriptions', {
+      webhook_url: receiver.url,
+      enabled_events: ['composio.trigger.message', 'composio.connected_account.expired'],
+    })
+  ).json.secret as string;
   const account = sim.controls.createAccount({ userId: 'omb_user1', toolkit: 'gmail', alias: 'work', status: 'ACTIVE' });
-  const trigger = (await api('POST', '/api/v3.1/trigger_instances/GMAIL_NEW_GMAIL_MESSAGE/upsert', { connected_account_id: account.id, user_id: 'omb_user1', trigger_config: {} })).json.trigger_id as string;
+  const trigger = (
+    await api('POST', '/api/v3.1/trigger_instances/GMAIL_NEW_GMAIL_MESSAGE/upsert', {
+      connected_account_id: account.id,
+      user_id: 'omb_user1',
+      trigger_config: {},
+    })
+  ).json.trigger_id as string;
   return { secret, account, trigger };
 }
 
@@ -55,7 +66,11 @@ describe('/_sim controls', () => {
     expect(fired.status).toBe(200);
     expect(await fired.json()).toMatchObject({ webhookId: expect.stringMatching(/^msg_/), url: receiver.url, status: 503, ok: false });
     const delivered = receiver.received[0];
-    expect(JSON.parse(delivered?.body.toString() ?? '{}')).toMatchObject({ type: 'composio.trigger.message', data: { subject: 'From the control' }, metadata: { trigger_id: trigger } });
+    expect(JSON.parse(delivered?.body.toString() ?? '{}')).toMatchObject({
+      type: 'composio.trigger.message',
+      data: { subject: 'From the control' },
+      metadata: { trigger_id: trigger },
+    });
     expect(
       verifyWebhookSignature({
         id: delivered?.headers['webhook-id'] as string,
@@ -81,7 +96,10 @@ describe('/_sim controls', () => {
     const { account } = await world();
     const res = await fetch(`${sim.origin}/_sim/accounts/${account.id}/expire`, { method: 'POST' });
     expect(await res.json()).toMatchObject({ account: { id: account.id, status: 'EXPIRED' }, delivery: { status: 200, ok: true } });
-    expect(JSON.parse(receiver?.received[0]?.body.toString() ?? '{}')).toMatchObject({ type: 'composio.connected_account.expired', data: { id: account.id, status: 'EXPIRED' } });
+    expect(JSON.parse(receiver?.received[0]?.body.toString() ?? '{}')).toMatchObject({
+      type: 'composio.connected_account.expired',
+      data: { id: account.id, status: 'EXPIRED' },
+    });
     expect((await api('GET', `/api/v3.1/connected_accounts/${account.id}`)).json.status).toBe('EXPIRED');
   });
 
@@ -99,14 +117,26 @@ describe('/_sim controls', () => {
 
   it('injects faults and records requests over HTTP', async () => {
     sim = await startSimulator({ apiKey: 'k', logger: false });
-    const armed = await fetch(`${sim.origin}/_sim/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ status: 500, times: 2 }) });
+    const armed = await fetch(`${sim.origin}/_sim/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ status: 500, times: 2 }),
+    });
     expect(await armed.json()).toMatchObject({ faults: [{ spec: { status: 500, times: 2 }, remaining: 2 }] });
     expect((await api('GET', '/api/v3/toolkits')).status).toBe(500);
     expect((await api('GET', '/api/v3/toolkits')).status).toBe(500);
     expect((await api('GET', '/api/v3/toolkits')).status).toBe(200);
     const log = (await (await fetch(`${sim.origin}/_sim/requests`)).json()) as { requests: { status: number }[] };
     expect(log.requests.map((r) => r.status)).toEqual([500, 500, 200]);
-    expect((await fetch(`${sim.origin}/_sim/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"status": 200}' })).status).toBe(400);
+    expect(
+      (
+        await fetch(`${sim.origin}/_sim/faults`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"status": 200}',
+        })
+      ).status,
+    ).toBe(400);
   });
 
   it('serves an index page whose forms work and redirect back with a notice', async () => {
@@ -130,7 +160,13 @@ describe('/_sim controls', () => {
   it('shows a consent page naming the app and label, and records the answer', async () => {
     sim = await startSimulator({ apiKey: 'k', logger: false });
     const session = (await api('POST', '/api/v3.1/tool_router/session', { user_id: 'omb_user1' })).json;
-    const link = (await api('POST', `/api/v3.1/tool_router/session/${session.session_id}/link`, { toolkit: 'googlecalendar', alias: '<work>', callback_url: 'https://app.example/done?x=1' })).json;
+    const link = (
+      await api('POST', `/api/v3.1/tool_router/session/${session.session_id}/link`, {
+        toolkit: 'googlecalendar',
+        alias: '<work>',
+        callback_url: 'https://app.example/done?x=1',
+      })
+    ).json;
     const pageHtml = await (await fetch(link.redirect_url)).text();
     expect(pageHtml).toContain('Connect Google Calendar');
     expect(pageHtml).toContain('&lt;work&gt;');

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 
 /** The Tool Router MCP endpoint over real HTTP: Streamable HTTP, JSON and SSE. */
 
@@ -35,7 +35,14 @@ async function rpc(url: string, message: unknown, options: { accept?: string; se
     ? text
         .split('\n\n')
         .filter((e) => e.trim() !== '')
-        .map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: '))?.slice(6) ?? 'null'))
+        .map((e) =>
+          JSON.parse(
+            e
+              .split('\n')
+              .find((l) => l.startsWith('data: '))
+              ?.slice(6) ?? 'null',
+          ),
+        )
     : text
       ? [JSON.parse(text)]
       : [];
@@ -43,7 +50,12 @@ async function rpc(url: string, message: unknown, options: { accept?: string; se
 }
 
 async function initialize(url: string) {
-  const init = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } } });
+  const init = await rpc(url, {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } },
+  });
   const sessionId = init.sessionId ?? '';
   expect((await rpc(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { sessionId })).status).toBe(202);
   return { init, sessionId };
@@ -62,7 +74,11 @@ describe('MCP endpoint', () => {
     expect(init.status).toBe(200);
     expect(init.contentType).toMatch(/^text\/event-stream/);
     expect(sessionId).toMatch(/^[0-9a-f-]{36}$/);
-    expect(init.last).toMatchObject({ jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: expect.any(String) } } });
+    expect(init.last).toMatchObject({
+      jsonrpc: '2.0',
+      id: 1,
+      result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: expect.any(String) } },
+    });
 
     const list = await rpc(mcp.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { sessionId });
     const tools = list.last.result.tools as { name: string; inputSchema: { type: string } }[];
@@ -108,7 +124,15 @@ describe('MCP endpoint', () => {
     const { sessionId } = await initialize(mcp.url);
     const call = await rpc(
       mcp.url,
-      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: { recipient_email: 'a@b.c' } }] } } },
+      {
+        jsonrpc: '2.0',
+        id: 3,
+        method: 'tools/call',
+        params: {
+          name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
+          arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: { recipient_email: 'a@b.c' } }] },
+        },
+      },
       { sessionId },
     );
     const { isError, body } = toolResult(call.last);
@@ -124,7 +148,12 @@ describe('MCP endpoint', () => {
     const { sessionId } = await initialize(mcp.url);
     const call = await rpc(
       mcp.url,
-      { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_FETCH_EMAILS', arguments: {} }] } } },
+      {
+        jsonrpc: '2.0',
+        id: 4,
+        method: 'tools/call',
+        params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_FETCH_EMAILS', arguments: {} }] } },
+      },
       { sessionId },
     );
     const { isError, body } = toolResult(call.last);
@@ -139,22 +168,71 @@ describe('MCP endpoint', () => {
     sim.controls.createAccount({ userId: 'omb_user1', toolkit: 'gmail', alias: 'home', status: 'ACTIVE' });
     const { sessionId } = await initialize(mcp.url);
     const ambiguous = toolResult(
-      (await rpc(mcp.url, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {} }] } } }, { sessionId })).last,
+      (
+        await rpc(
+          mcp.url,
+          {
+            jsonrpc: '2.0',
+            id: 5,
+            method: 'tools/call',
+            params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {} }] } },
+          },
+          { sessionId },
+        )
+      ).last,
     );
     expect(ambiguous.body.error).toMatch(/Multiple connected accounts/);
     const chosen = toolResult(
-      (await rpc(mcp.url, { jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {}, account: 'home' }] } } }, { sessionId })).last,
+      (
+        await rpc(
+          mcp.url,
+          {
+            jsonrpc: '2.0',
+            id: 6,
+            method: 'tools/call',
+            params: {
+              name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
+              arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {}, account: 'home' }] },
+            },
+          },
+          { sessionId },
+        )
+      ).last,
     );
     expect(chosen.isError).toBe(false);
 
     const search = toolResult(
-      (await rpc(mcp.url, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'COMPOSIO_SEARCH_TOOLS', arguments: { queries: [{ use_case: 'send a slack message' }] } } }, { sessionId })).last,
+      (
+        await rpc(
+          mcp.url,
+          {
+            jsonrpc: '2.0',
+            id: 7,
+            method: 'tools/call',
+            params: { name: 'COMPOSIO_SEARCH_TOOLS', arguments: { queries: [{ use_case: 'send a slack message' }] } },
+          },
+          { sessionId },
+        )
+      ).last,
     );
     expect(search.body.data.results[0].primary_tool_slugs).toContain('SLACK_SEND_MESSAGE');
-    expect(search.body.data.toolkit_connection_statuses).toContainEqual(expect.objectContaining({ toolkit: 'slack', has_active_connection: false }));
+    expect(search.body.data.toolkit_connection_statuses).toContainEqual(
+      expect.objectContaining({ toolkit: 'slack', has_active_connection: false }),
+    );
 
     const manage = toolResult(
-      (await rpc(mcp.url, { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'COMPOSIO_MANAGE_CONNECTIONS', arguments: { toolkits: ['slack', 'xero'] } } }, { sessionId })).last,
+      (
+        await rpc(
+          mcp.url,
+          {
+            jsonrpc: '2.0',
+            id: 8,
+            method: 'tools/call',
+            params: { name: 'COMPOSIO_MANAGE_CONNECTIONS', arguments: { toolkits: ['slack', 'xero'] } },
+          },
+          { sessionId },
+        )
+      ).last,
     );
     expect(manage.body.data.results.slack).toMatchObject({ status: 'initiated', redirect_url: expect.stringContaining('/_sim/connect/') });
     expect(manage.body.data.results.xero).toMatchObject({ status: 'error', error: expect.stringContaining('does not manage auth') });

@@ -1,7 +1,7 @@
-import { createServer, type AddressInfo } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createComposioGateway, verifyWebhookSignature } from '../../src/composio/index.js';
-import { startSandbox, type Sandbox } from '../../src/sim/index.js';
+import { type Sandbox, startSandbox } from '../../src/sim/index.js';
 import { silentLogger } from '../composio/harness.js';
 import { startReceiver } from './receiver.js';
 
@@ -25,7 +25,13 @@ describe('startSandbox', () => {
     ]);
 
     // A person connects Gmail in the sandbox; the expiry event verifies with the sandbox secret.
-    const gateway = createComposioGateway({ apiKey: sandbox.apiKey, baseUrl: sandbox.baseUrl, callsPerMinute: 600, timeoutMs: 2_000, logger: silentLogger });
+    const gateway = createComposioGateway({
+      apiKey: sandbox.apiKey,
+      baseUrl: sandbox.baseUrl,
+      callsPerMinute: 600,
+      timeoutMs: 2_000,
+      logger: silentLogger,
+    });
     const session = await gateway.createSession('omb_sandbox');
     const link = await gateway.createLink(session.sessionId, 'gmail', { alias: 'work' });
     sandbox.simulator.controls.authorizeLink(new URL(link.url).pathname.split('/').pop() ?? '');

@@ -1,6 +1,6 @@
 import { Composio } from '@composio/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/sim/index.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { startReceiver } from './receiver.js';
 
 /**
@@ -92,7 +92,12 @@ describe('the real SDK against the simulator', () => {
         secret: rotated.secret,
       });
       expect(verified.version).toBe('V3');
-      expect(verified.payload).toMatchObject({ id: triggerId, triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE', userId: 'omb_fidelity', payload: { subject: 'Hello' } });
+      expect(verified.payload).toMatchObject({
+        id: triggerId,
+        triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE',
+        userId: 'omb_fidelity',
+        payload: { subject: 'Hello' },
+      });
 
       await composio.triggers.delete(triggerId);
     } finally {

@@ -2,10 +2,10 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import type { Clock } from '../../src/clock.js';
-import { loadConfig, type Config, type Env } from '../../src/config.js';
-import { createComposioGateway, type ComposioGateway } from '../../src/composio/index.js';
-import { createLogger } from '../../src/logger.js';
+import { type ComposioGateway, createComposioGateway } from '../../src/composio/index.js';
+import { type Config, type Env, loadConfig } from '../../src/config.js';
 import type { EventsRuntime } from '../../src/events/runtime.js';
+import { createLogger } from '../../src/logger.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 

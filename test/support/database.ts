@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { inject } from 'vitest';
-import { applyMigrations, openDatabase, type Database } from '../../src/db/database.js';
+import { applyMigrations, type Database, openDatabase } from '../../src/db/database.js';
 import { createLogger } from '../../src/logger.js';
 
 /**

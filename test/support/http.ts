@@ -86,11 +86,7 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     if (!line.startsWith(name)) continue;
     const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})?\s+(\S+)/.exec(line);
     if (!match || match[1] !== name) continue;
-    const have = (match[2] ?? '')
-      .split(',')
-      .filter(Boolean)
-      .sort()
-      .join(',');
+    const have = (match[2] ?? '').split(',').filter(Boolean).sort().join(',');
     if (have === wanted) return Number(match[3]);
   }
   return undefined;

@@ -64,7 +64,12 @@ describe('creating a Gmail trigger', () => {
     const a = await installationWithAccount(world);
     const trigger = (await createTrigger(world, a, gmailBody(a.accountId))).json();
     const row = await storedTrigger(world, trigger.id);
-    expect(composioTrigger(world, row!.composioTriggerId)?.trigger_config).toEqual({ interval: 15, labelIds: 'INBOX', query: '', userId: 'me' });
+    expect(composioTrigger(world, row!.composioTriggerId)?.trigger_config).toEqual({
+      interval: 15,
+      labelIds: 'INBOX',
+      query: '',
+      userId: 'me',
+    });
   });
 
   it.each([
@@ -166,7 +171,10 @@ describe('idempotency on automationId', () => {
     const before = world.h.calls.length;
     const response = await createTrigger(world, a, gmailBody(a.accountId, change));
     expect(response.statusCode).toBe(409);
-    expect(response.json()).toEqual({ error: expect.stringContaining('auto_mail already has a different trigger'), code: 'automation_conflict' });
+    expect(response.json()).toEqual({
+      error: expect.stringContaining('auto_mail already has a different trigger'),
+      code: 'automation_conflict',
+    });
     expect(callsSince(world, before)).toEqual([]);
   });
 
@@ -269,13 +277,20 @@ describe('races decided by the unique index', () => {
 describe('a second automation with exactly the same trigger', () => {
   it('is refused (409) and leaves the first one as it was, also when it is paused', async () => {
     const a = await installationWithAccount(world);
-    const first = await createTrigger(world, a, gmailBody(a.accountId, { automationId: 'first', enabled: false, filter: { from: 'x@example.com' } }));
+    const first = await createTrigger(
+      world,
+      a,
+      gmailBody(a.accountId, { automationId: 'first', enabled: false, filter: { from: 'x@example.com' } }),
+    );
     expect(first.statusCode).toBe(201);
     const row = await storedTrigger(world, first.json().id);
 
     const second = await createTrigger(world, a, gmailBody(a.accountId, { automationId: 'second', filter: { from: 'x@example.com' } }));
     expect(second.statusCode).toBe(409);
-    expect(second.json()).toEqual({ error: expect.stringContaining('automation first already has this trigger'), code: 'trigger_duplicate' });
+    expect(second.json()).toEqual({
+      error: expect.stringContaining('automation first already has this trigger'),
+      code: 'trigger_duplicate',
+    });
     // Composio's upsert re-enabled the shared trigger; the broker paused it again.
     expect(composioTrigger(world, row!.composioTriggerId)?.disabled_at).toEqual(expect.any(String));
     expect(await storedTrigger(world, first.json().id)).toMatchObject({ enabled: false });
@@ -314,7 +329,10 @@ describe('the connected account', () => {
     const a = await installationWithAccount(world, 'slack');
     const response = await createTrigger(world, a, gmailBody(a.accountId));
     expect(response.statusCode).toBe(400);
-    expect(response.json()).toEqual({ error: 'body.connectedAccountId: the account is a slack account, not gmail', code: 'toolkit_mismatch' });
+    expect(response.json()).toEqual({
+      error: 'body.connectedAccountId: the account is a slack account, not gmail',
+      code: 'toolkit_mismatch',
+    });
   });
 
   it('must be signed in', async () => {
@@ -338,7 +356,10 @@ describe('the trigger type', () => {
     const a = await installationWithAccount(world);
     const response = await createTrigger(world, a, gmailBody(a.accountId, { triggerSlug: 'SLACK_RECEIVE_MESSAGE' }));
     expect(response.statusCode).toBe(400);
-    expect(response.json()).toEqual({ error: 'body.triggerSlug: SLACK_RECEIVE_MESSAGE is a slack trigger, not gmail', code: 'toolkit_mismatch' });
+    expect(response.json()).toEqual({
+      error: 'body.triggerSlug: SLACK_RECEIVE_MESSAGE is a slack trigger, not gmail',
+      code: 'toolkit_mismatch',
+    });
   });
 });
 

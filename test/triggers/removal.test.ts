@@ -61,13 +61,19 @@ describe('deleteInstallationTriggers', () => {
 
   it('is nothing to do for an installation without triggers', async () => {
     const who = await installationWithAccount(world);
-    expect(await deleteInstallationTriggers(world.t.database.db, world.h.gateway, who.installationId, createLogger('silent'))).toEqual({ deleted: 0 });
+    expect(await deleteInstallationTriggers(world.t.database.db, world.h.gateway, who.installationId, createLogger('silent'))).toEqual({
+      deleted: 0,
+    });
   });
 
   it('tries every trigger, logs each failure and rethrows; a second run finishes the rest', async () => {
     const { who, triggers } = await withTriggers(3);
     const failing = triggers[1]!;
-    world.h.sim.controls.injectFault({ method: 'DELETE', path: `/api/v3.1/trigger_instances/manage/${failing.composioTriggerId}`, status: 500 });
+    world.h.sim.controls.injectFault({
+      method: 'DELETE',
+      path: `/api/v3.1/trigger_instances/manage/${failing.composioTriggerId}`,
+      status: 500,
+    });
     const logs = new LogCapture();
 
     await expect(
@@ -87,7 +93,9 @@ describe('deleteInstallationTriggers', () => {
       code: 'upstream_unavailable',
     });
 
-    expect(await deleteInstallationTriggers(world.t.database.db, world.h.gateway, who.installationId, createLogger('silent'))).toEqual({ deleted: 1 });
+    expect(await deleteInstallationTriggers(world.t.database.db, world.h.gateway, who.installationId, createLogger('silent'))).toEqual({
+      deleted: 1,
+    });
     expect(composioTrigger(world, failing.composioTriggerId)).toBeUndefined();
   });
 });

@@ -107,12 +107,20 @@ describe('bad input', () => {
 
   it('POST names the offending field', async () => {
     const response = await inject('POST', '/v1/triggers', { ...gmailBody(a.accountId), filter: { from: 'x', cc: 'y' } });
-    expect(response.json()).toEqual({ error: 'body.filter.cc: is not a Gmail filter; use from, subject, label, words', code: 'invalid_request' });
+    expect(response.json()).toEqual({
+      error: 'body.filter.cc: is not a Gmail filter; use from, subject, label, words',
+      code: 'invalid_request',
+    });
   });
 
   it('POST with a text body is refused', async () => {
     await expectNothingChanged(async () => {
-      const response = await world.t.app.inject({ method: 'POST', url: '/v1/triggers', headers: { ...a.auth, 'content-type': 'text/plain' }, payload: 'hi' });
+      const response = await world.t.app.inject({
+        method: 'POST',
+        url: '/v1/triggers',
+        headers: { ...a.auth, 'content-type': 'text/plain' },
+        payload: 'hi',
+      });
       expect(response.statusCode).toBe(400);
     });
   });
@@ -125,7 +133,11 @@ describe('bad input', () => {
     ['a huge body', { enabled: true, pad: 'x'.repeat(200_000) }, 413],
   ])('PATCH with %s is %d for an own trigger, and changes nothing', async (_what, payload, status) => {
     patched += 1;
-    const mine = await createTrigger(world, a, gmailBody(a.accountId, { automationId: `patch-${patched}`, filter: { subject: `patch ${patched}` } }));
+    const mine = await createTrigger(
+      world,
+      a,
+      gmailBody(a.accountId, { automationId: `patch-${patched}`, filter: { subject: `patch ${patched}` } }),
+    );
     const before = (await world.t.app.inject({ method: 'GET', url: `/v1/triggers/${mine.json().id}`, headers: a.auth })).json();
     await expectNothingChanged(async () => {
       const response = await inject('PATCH', `/v1/triggers/${mine.json().id}`, payload);
@@ -181,15 +193,27 @@ describe('isolation: A never reaches B’s trigger', () => {
     expect(own.statusCode).toBe(201);
     expect(own.json().id).not.toBe(bTrigger.id);
     // B's account, even with B's exact body, is not A's.
-    await expectNothingChanged(async () => {
-      const response = await createTrigger(world, a, gmailBody(b.accountId, { automationId: 'steal', filter: { from: 'b@example.com' } }));
-      expect(response.statusCode).toBe(404);
-    }, { reads: true });
+    await expectNothingChanged(
+      async () => {
+        const response = await createTrigger(
+          world,
+          a,
+          gmailBody(b.accountId, { automationId: 'steal', filter: { from: 'b@example.com' } }),
+        );
+        expect(response.statusCode).toBe(404);
+      },
+      { reads: true },
+    );
     await world.t.app.inject({ method: 'DELETE', url: `/v1/triggers/${own.json().id}`, headers: a.auth });
   });
 
   it('leaves B’s trigger working for B', async () => {
-    const response = await world.t.app.inject({ method: 'PATCH', url: `/v1/triggers/${bTrigger.id}`, headers: b.auth, payload: { enabled: true } });
+    const response = await world.t.app.inject({
+      method: 'PATCH',
+      url: `/v1/triggers/${bTrigger.id}`,
+      headers: b.auth,
+      payload: { enabled: true },
+    });
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual(bTrigger.body);
   });

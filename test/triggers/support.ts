@@ -1,6 +1,6 @@
 import { triggerDailyUsage, triggers } from '../../src/db/schema.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
-import { connectAccount, startHarness, type Harness } from '../composio/harness.js';
+import { connectAccount, type Harness, startHarness } from '../composio/harness.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 
 /** One broker on its own database, talking to one simulator through the real SDK. */

@@ -1,7 +1,4 @@
-import {
-  ComposioConnectedAccountNotRevokableError,
-  ComposioConnectedAccountRevocationNotSupportedError,
-} from '@composio/core';
+import { ComposioConnectedAccountNotRevokableError, ComposioConnectedAccountRevocationNotSupportedError } from '@composio/core';
 import { toConnectedAccount } from '../mappers.js';
 import type { Client, Sdk } from '../sdk.js';
 import type { ComposioGateway } from '../types.js';

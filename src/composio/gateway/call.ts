@@ -75,7 +75,7 @@ export function createCallCore(options: CallCoreOptions): CallCore {
         await budget.acquire(cost);
         timer = setTimeout(() => deadline.abort(), options.timeoutMs);
         const signal = about.signal ? AbortSignal.any([about.signal, deadline.signal]) : deadline.signal;
-        let result;
+        let result: Awaited<ReturnType<typeof fn>>;
         try {
           result = await fn(signal);
         } catch (error) {

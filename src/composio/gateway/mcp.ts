@@ -59,7 +59,10 @@ function composioFailureIn(response: Response, resumesMcpSession: boolean): Comp
   }
   if (response.status === 429) {
     const retryAfterMs = retryAfterFromHeaders(response.headers);
-    return new ComposioFailure('rate_limited', 'Composio is rate-limiting the managed service; try again shortly.', { subject: 'Session', retryAfterMs });
+    return new ComposioFailure('rate_limited', 'Composio is rate-limiting the managed service; try again shortly.', {
+      subject: 'Session',
+      retryAfterMs,
+    });
   }
   if (response.status >= 500) {
     return unavailable(`Composio’s MCP endpoint failed (HTTP ${response.status}); try again shortly.`, 'Session');

@@ -1,5 +1,5 @@
-import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig, type Config } from '../../config.js';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { type Config, ConfigError, loadConfig } from '../../config.js';
 
 /** Where a command writes: results on stdout (pipe-friendly), notes and problems on stderr. */
 export interface CliIo {

@@ -2,10 +2,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
-import { applyMigrations, openDatabase, type Database } from '../../db/database.js';
+import { applyMigrations, type Database, openDatabase } from '../../db/database.js';
 import { startEmbeddedPostgres } from '../../db/embedded.js';
 import { createLogger } from '../../logger.js';
-import { CommandFailed, type CliIo } from './command.js';
+import { type CliIo, CommandFailed } from './command.js';
 
 /**
  * The CLI prints its own one-line summaries; the broker's routine `info` lines would only repeat
@@ -27,11 +27,7 @@ export function describeTarget(config: Config): string {
  * Runs `work` against the broker's database, migrated first: `DATABASE_URL`, or the embedded
  * Postgres in `DATA_DIR`, started for the command and stopped after it.
  */
-export async function withBrokerDatabase<T>(
-  config: Config,
-  logger: Logger,
-  work: (database: Database) => Promise<T>,
-): Promise<T> {
+export async function withBrokerDatabase<T>(config: Config, logger: Logger, work: (database: Database) => Promise<T>): Promise<T> {
   let url = config.databaseUrl;
   let stopEmbedded: (() => Promise<void>) | undefined;
   if (!url) {

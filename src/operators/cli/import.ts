@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
-import { detectFormat, readExportedRecords, type ExportedRecord } from '../import/records.js';
+import { detectFormat, type ExportedRecord, readExportedRecords } from '../import/records.js';
 import { checkRows } from '../import/rows.js';
 import { importInstallations } from '../import/store.js';
-import { cliConfig, CommandFailed, parseOptions, requireOption, UsageError, type Command } from './command.js';
+import { type Command, CommandFailed, cliConfig, parseOptions, requireOption, UsageError } from './command.js';
 import { cliLogger, describeTarget, withBrokerDatabase } from './database.js';
 
 export const importInstallationsCommand: Command = {

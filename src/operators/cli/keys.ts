@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { generateOperatorKeyPair } from '../../operator-keys/keys.js';
-import { CommandFailed, parseOptions, UsageError, type Command } from './command.js';
+import { type Command, CommandFailed, parseOptions, UsageError } from './command.js';
 
 export const PRIVATE_KEY_FILE = 'operator-private.jwk.json';
 export const PUBLIC_JWKS_FILE = 'operator-public.jwks.json';
@@ -44,11 +44,14 @@ the grants it signed have expired or been reissued.`,
       // `wx`: an existing private key is somebody's signing key; it is never overwritten.
       await writeFile(privatePath, `${JSON.stringify(privateJwk, null, 2)}\n`, { flag: 'wx', mode: 0o600 });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new CommandFailed(`${privatePath} already exists; refusing to overwrite a private key`);
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST')
+        throw new CommandFailed(`${privatePath} already exists; refusing to overwrite a private key`);
       throw error;
     }
     await writeFile(publicPath, `${jwks}\n`, { mode: 0o644 });
-    io.out(`# Private key (kid ${privateJwk.kid}) written to ${privatePath} (mode 600). Keep it secret: it signs grants and admin tokens.\n`);
+    io.out(
+      `# Private key (kid ${privateJwk.kid}) written to ${privatePath} (mode 600). Keep it secret: it signs grants and admin tokens.\n`,
+    );
     io.out(`# Public JWKS written to ${publicPath}. Set it as OPERATOR_PUBLIC_KEYS on every broker:\n`);
     io.out(`${jwks}\n`);
     return 0;

@@ -1,4 +1,4 @@
-import { cliConfig, parseOptions, type Command } from './command.js';
+import { type Command, cliConfig, parseOptions } from './command.js';
 import { cliLogger, describeTarget, withBrokerDatabase } from './database.js';
 
 export const migrate: Command = {

@@ -1,8 +1,8 @@
-import { adminToken, grantIssue } from './tokens.js';
-import { CommandFailed, UsageError, type CliEnv, type CliIo, type Command } from './command.js';
+import { type CliEnv, type CliIo, type Command, CommandFailed, UsageError } from './command.js';
 import { importInstallationsCommand } from './import.js';
 import { keysGenerate } from './keys.js';
 import { migrate } from './migrate.js';
+import { adminToken, grantIssue } from './tokens.js';
 import { webhookRotateSecret, webhookSubscribe } from './webhook.js';
 
 /**

@@ -1,6 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import { importOperatorSigningKey, type OperatorSigningKey } from '../../operator-keys/keys.js';
-import { CommandFailed, type CliIo } from './command.js';
+import { type CliIo, CommandFailed } from './command.js';
 
 /** The operator's private JWK from `--key FILE`, with a warning when others can read the file. */
 export async function readSigningKey(file: string, io: CliIo): Promise<OperatorSigningKey> {

@@ -1,6 +1,6 @@
 import { MAX_ADMIN_TOKEN_SECONDS } from '../admin-tokens.js';
 import { signAdminToken, signGrant } from '../sign.js';
-import { cliConfig, parseOptions, positiveNumber, requireOption, UsageError, type Command } from './command.js';
+import { type Command, cliConfig, parseOptions, positiveNumber, requireOption, UsageError } from './command.js';
 import { readSigningKey } from './signing-key.js';
 
 /** Ten years: a grant is re-issued long before, but a typo of an extra digit is caught. */

@@ -1,6 +1,6 @@
-import { gatewayForProject, type ComposioGateway } from '../../composio/index.js';
+import { type ComposioGateway, gatewayForProject } from '../../composio/index.js';
 import type { Config } from '../../config.js';
-import { CommandFailed, cliConfig, parseOptions, type CliIo, type Command } from './command.js';
+import { type CliIo, type Command, CommandFailed, cliConfig, parseOptions } from './command.js';
 import { cliLogger } from './database.js';
 
 /** The project's webhook subscription lives on Composio; these commands need the real key. */

@@ -105,7 +105,11 @@ function timestamp(value: unknown, now: Date): Date | null | undefined {
     const match = TIMESTAMP.exec(value.trim());
     if (!match) return null;
     const zone = match[3] ?? 'Z';
-    const offset = /^[+-]\d{2}$/.test(zone) ? `${zone}:00` : /^[+-]\d{4}$/.test(zone) ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone.toUpperCase();
+    const offset = /^[+-]\d{2}$/.test(zone)
+      ? `${zone}:00`
+      : /^[+-]\d{4}$/.test(zone)
+        ? `${zone.slice(0, 3)}:${zone.slice(3)}`
+        : zone.toUpperCase();
     at = new Date(`${match[1]}T${match[2]}${offset}`);
   } else {
     return null;

@@ -32,14 +32,21 @@ export async function importInstallations(
       for (let start = 0; start < rows.length; start += BATCH) {
         const batch = rows.slice(start, start + BATCH);
         const [existingIds, hashOwners] = await Promise.all([
-          existingInstallationIds(tx, batch.map((r) => r.row.id)),
-          tokenHashHolders(tx, batch.map((r) => r.row.tokenHash)),
+          existingInstallationIds(
+            tx,
+            batch.map((r) => r.row.id),
+          ),
+          tokenHashHolders(
+            tx,
+            batch.map((r) => r.row.tokenHash),
+          ),
         ]);
 
         const insert: FirstVersionInstallation[] = [];
         for (const { where, row } of batch) {
           if (existingIds.has(row.id)) outcome.skipped.push({ where, id: row.id });
-          else if (hashOwners.has(row.tokenHash)) outcome.refused.push({ where, problem: 'its token_hash belongs to another installation' });
+          else if (hashOwners.has(row.tokenHash))
+            outcome.refused.push({ where, problem: 'its token_hash belongs to another installation' });
           else insert.push(row);
         }
         if (insert.length === 0) continue;

@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { TOOLKITS, TRIGGER_TYPES, findToolkit } from '../catalog.js';
 import { deleteAccount, getAccount, listAccounts, revokeAccount } from '../accounts.js';
+import { findToolkit, TOOLKITS, TRIGGER_TYPES } from '../catalog.js';
 import type { SimContext } from '../context.js';
 import { boolParam, intParam, listParam, stringParam } from '../input.js';
 import { paginate } from '../pagination.js';
 import { createLink, createSession, deleteSession, getSession, linkWire, selectedAccount, sessionToolkitSlugs } from '../sessions.js';
 import { deleteTrigger, listActiveTriggers, requireTriggerType, setTriggerStatus, upsertTrigger } from '../triggers.js';
-import { EVENT_TYPES, createSubscription, getSubscription, rotateSecret, updateSubscription } from '../webhooks.js';
+import { createSubscription, EVENT_TYPES, getSubscription, rotateSecret, updateSubscription } from '../webhooks.js';
 import {
   accountWire,
   authConfigWire,
@@ -35,7 +35,9 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
   app.post(`${V31}/tool_router/session`, async (req: Req, reply) =>
     created(reply, sessionWire(store, createSession(store, req.body), { created: true })),
   );
-  app.get(`${V31}/tool_router/session/:id`, async (req: Req) => sessionWire(store, getSession(store, req.params.id as string), { created: false }));
+  app.get(`${V31}/tool_router/session/:id`, async (req: Req) =>
+    sessionWire(store, getSession(store, req.params.id as string), { created: false }),
+  );
   app.delete(`${V31}/tool_router/session/:id`, async (req: Req) => {
     deleteSession(store, req.params.id as string);
     return { session_id: req.params.id, deleted: true };
@@ -53,7 +55,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
         return sessionToolkitWire(toolkit, account, account ? store.authConfigs.get(account.authConfigId) : undefined);
       })
       .filter((item) => connectedOnly === undefined || (item.connected_account?.status === 'ACTIVE') === connectedOnly);
-    return paginate(items, { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') }, { defaultLimit: 20, maxLimit: 50 });
+    return paginate(
+      items,
+      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
+      { defaultLimit: 20, maxLimit: 50 },
+    );
   });
   app.post(`${V31}/tool_router/session/:id/link`, async (req: Req, reply) => {
     const session = getSession(store, req.params.id as string);
@@ -70,7 +76,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
       accountIds: listParam(req.query.connected_account_ids),
       ascending: req.query.order_direction === 'asc',
     });
-    const page = paginate(accounts, { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') }, { defaultLimit: 20, maxLimit: 1000 });
+    const page = paginate(
+      accounts,
+      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
+      { defaultLimit: 20, maxLimit: 1000 },
+    );
     return { ...page, items: page.items.map((a) => accountWire(store, a)) };
   });
   app.get(`${V31}/connected_accounts/:id`, async (req: Req) => accountWire(store, getAccount(store, req.params.id as string)));
@@ -92,7 +102,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
     const configs = [...store.authConfigs.values()].filter(
       (c) => (!toolkit || c.toolkit === toolkit) && (managed === undefined || c.isComposioManaged === managed),
     );
-    const page = paginate(configs, { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') }, { defaultLimit: 20, maxLimit: 50 });
+    const page = paginate(
+      configs,
+      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
+      { defaultLimit: 20, maxLimit: 50 },
+    );
     return { ...page, items: page.items.map((c) => authConfigWire(store, c)) };
   });
 
@@ -100,7 +114,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
   app.get(`${V31}/triggers_types`, async (req: Req) => {
     const toolkits = listParam(req.query.toolkit_slugs)?.map((s) => s.toLowerCase());
     const types = TRIGGER_TYPES.filter((t) => !toolkits || toolkits.includes(t.toolkit));
-    const page = paginate(types, { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') }, { defaultLimit: 20, maxLimit: 1000 });
+    const page = paginate(
+      types,
+      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
+      { defaultLimit: 20, maxLimit: 1000 },
+    );
     return { ...page, items: page.items.map(triggerTypeWire) };
   });
   app.get(`${V31}/triggers_types/list/enum`, async () => TRIGGER_TYPES.map((t) => t.slug));
@@ -114,7 +132,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
       authConfigIds: listParam(req.query.auth_config_ids),
       showDisabled: boolParam(req.query.show_disabled),
     });
-    const page = paginate(triggers, { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') }, { defaultLimit: 20, maxLimit: 50 });
+    const page = paginate(
+      triggers,
+      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
+      { defaultLimit: 20, maxLimit: 50 },
+    );
     return { ...page, items: page.items.map((t) => triggerInstanceWire(store, t)) };
   });
   app.post(`${V31}/trigger_instances/:slug/upsert`, async (req: Req, reply) => {
@@ -132,13 +154,21 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
 
   // The project's webhook subscription
   app.get(`${V31}/webhook_subscriptions`, async (req: Req) => {
-    const page = paginate([...store.subscriptions.values()], { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') }, { defaultLimit: 20, maxLimit: 50 });
+    const page = paginate(
+      [...store.subscriptions.values()],
+      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
+      { defaultLimit: 20, maxLimit: 50 },
+    );
     return { ...page, items: page.items.map(subscriptionWire) };
   });
   app.get(`${V31}/webhook_subscriptions/event_types`, async () => ({ items: EVENT_TYPES }));
-  app.post(`${V31}/webhook_subscriptions`, async (req: Req, reply) => created(reply, subscriptionWire(createSubscription(store, req.body))));
+  app.post(`${V31}/webhook_subscriptions`, async (req: Req, reply) =>
+    created(reply, subscriptionWire(createSubscription(store, req.body))),
+  );
   app.get(`${V31}/webhook_subscriptions/:id`, async (req: Req) => subscriptionWire(getSubscription(store, req.params.id as string)));
-  app.patch(`${V31}/webhook_subscriptions/:id`, async (req: Req) => subscriptionWire(updateSubscription(store, req.params.id as string, req.body)));
+  app.patch(`${V31}/webhook_subscriptions/:id`, async (req: Req) =>
+    subscriptionWire(updateSubscription(store, req.params.id as string, req.body)),
+  );
   app.delete(`${V31}/webhook_subscriptions/:id`, async (req: Req) => {
     getSubscription(store, req.params.id as string);
     store.subscriptions.delete(req.params.id as string);
@@ -152,7 +182,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
   // The toolkit catalog: v3 is what the existing client proxies; v3.1 answers the same.
   const catalog = async (req: Req) => {
     const sorted = req.query.sort_by === 'alphabetically' ? [...TOOLKITS].sort((a, b) => a.name.localeCompare(b.name)) : [...TOOLKITS];
-    const page = paginate(sorted, { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') }, { defaultLimit: 20, maxLimit: 1000 });
+    const page = paginate(
+      sorted,
+      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
+      { defaultLimit: 20, maxLimit: 1000 },
+    );
     return { ...page, items: page.items.map(catalogToolkitWire) };
   };
   app.get('/api/v3/toolkits', catalog);

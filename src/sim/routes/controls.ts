@@ -2,11 +2,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { findToolkit } from '../catalog.js';
 import type { SimContext } from '../context.js';
 import type { SimulatorControls } from '../controls.js';
-import { SimError, badRequest } from '../errors.js';
-import { asObject, optionalString, type Json } from '../input.js';
+import { badRequest, SimError } from '../errors.js';
 import { parseFaultSpec } from '../faults.js';
-import { getLink } from '../sessions.js';
+import { asObject, type Json, optionalString } from '../input.js';
 import { consentPage, indexPage, messagePage } from '../pages.js';
+import { getLink } from '../sessions.js';
 import type { AccountStatus } from '../store.js';
 
 /**
@@ -22,7 +22,11 @@ const isForm = (req: FastifyRequest) => String(req.headers['content-type'] ?? ''
 
 /** Form posts go back to the index with a one-line notice; JSON posts get the result. */
 function answer(req: FastifyRequest, reply: FastifyReply, notice: string, result: unknown, status = 200) {
-  if (isForm(req)) return reply.code(303).header('location', `/_sim?notice=${encodeURIComponent(notice)}`).send();
+  if (isForm(req))
+    return reply
+      .code(303)
+      .header('location', `/_sim?notice=${encodeURIComponent(notice)}`)
+      .send();
   return reply.code(status).send(result);
 }
 
@@ -47,7 +51,9 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
   });
   app.post('/_sim/accounts/:id/expire', async (req: Req, reply) => {
     const result = await controls.expireAccount(req.params.id as string);
-    const delivered = result.delivery ? `; webhook ${describeDelivery(result.delivery)}` : '; no subscription for composio.connected_account.expired';
+    const delivered = result.delivery
+      ? `; webhook ${describeDelivery(result.delivery)}`
+      : '; no subscription for composio.connected_account.expired';
     return answer(req, reply, `${result.account.id} is EXPIRED${delivered}`, result);
   });
   app.post('/_sim/triggers/:id/fire', async (req: Req, reply) => {
@@ -72,7 +78,11 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
   app.post('/_sim/mcp/streaming', async (req: Req, reply) => {
     const body = asObject(req.body);
     const times = body.times === undefined || body.times === '' ? undefined : Number(body.times);
-    controls.setMcpStreaming({ chunks: Number(body.chunks), intervalMs: Number(body.intervalMs), ...(times !== undefined ? { times } : {}) });
+    controls.setMcpStreaming({
+      chunks: Number(body.chunks),
+      intervalMs: Number(body.intervalMs),
+      ...(times !== undefined ? { times } : {}),
+    });
     return answer(req, reply, 'MCP answers will stream slowly', { mcpStreaming: controls.state().mcpStreaming });
   });
   app.delete('/_sim/mcp/streaming', async () => {
@@ -88,11 +98,23 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
   app.get('/_sim/connect/:token', async (req: Req, reply) => {
     const token = req.params.token as string;
     const link = ctx.store.links.get(token);
-    if (!link) return reply.code(404).type('text/html; charset=utf-8').send(messagePage('Link not found', 'This connect link does not exist.'));
+    if (!link)
+      return reply.code(404).type('text/html; charset=utf-8').send(messagePage('Link not found', 'This connect link does not exist.'));
     const toolkitName = findToolkit(link.toolkit)?.name ?? link.toolkit;
     const account = ctx.store.accounts.get(link.accountId);
     const expired = link.outcome === 'pending' && ctx.store.now() > link.expiresAt;
-    return reply.type('text/html; charset=utf-8').send(consentPage({ token, toolkitName, alias: link.alias, userId: link.userId, outcome: link.outcome, expired, accountId: account?.id ?? link.accountId, status: account?.status ?? 'DELETED' }));
+    return reply.type('text/html; charset=utf-8').send(
+      consentPage({
+        token,
+        toolkitName,
+        alias: link.alias,
+        userId: link.userId,
+        outcome: link.outcome,
+        expired,
+        accountId: account?.id ?? link.accountId,
+        status: account?.status ?? 'DELETED',
+      }),
+    );
   });
   for (const decision of ['authorize', 'deny'] as const) {
     app.post(`/_sim/connect/:token/${decision}`, async (req: Req, reply) => {
@@ -108,7 +130,10 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
           target.searchParams.set('connected_account_id', account.id);
           return reply.code(303).header('location', target.toString()).send();
         }
-        return reply.code(303).header('location', `/_sim/connect/${encodeURIComponent(token)}`).send();
+        return reply
+          .code(303)
+          .header('location', `/_sim/connect/${encodeURIComponent(token)}`)
+          .send();
       } catch (error) {
         if (!isForm(req) || !(error instanceof SimError)) throw error;
         return reply.code(error.status).type('text/html; charset=utf-8').send(messagePage('Could not complete', error.message));
@@ -133,5 +158,7 @@ function eventData(body: Json): Record<string, unknown> | undefined {
 }
 
 function describeDelivery(d: { webhookId: string; url: string; status: number | null; error?: string }): string {
-  return d.status === null ? `${d.webhookId} to ${d.url} failed: ${d.error ?? 'no answer'}` : `${d.webhookId} to ${d.url} answered ${d.status}`;
+  return d.status === null
+    ? `${d.webhookId} to ${d.url} failed: ${d.error ?? 'no answer'}`
+    : `${d.webhookId} to ${d.url} answered ${d.status}`;
 }

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SimContext } from '../context.js';
-import { RpcError, handleRpc, type JsonRpcRequest, type JsonRpcResponse } from '../mcp.js';
+import { handleRpc, type JsonRpcRequest, type JsonRpcResponse, RpcError } from '../mcp.js';
 import { getSession } from '../sessions.js';
 
 /**
@@ -33,7 +33,13 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: SimContext): void {
       return reply.code(406).send(rpcError(null, RpcError.invalidRequest, 'Accept must include application/json or text/event-stream'));
     }
     const message = req.body as Partial<JsonRpcRequest> | undefined;
-    if (typeof message !== 'object' || message === null || Array.isArray(message) || message.jsonrpc !== '2.0' || typeof message.method !== 'string') {
+    if (
+      typeof message !== 'object' ||
+      message === null ||
+      Array.isArray(message) ||
+      message.jsonrpc !== '2.0' ||
+      typeof message.method !== 'string'
+    ) {
       return reply.code(400).send(rpcError(null, RpcError.invalidRequest, 'Expected one JSON-RPC 2.0 message'));
     }
     let mcpSessionId = header(req, 'mcp-session-id');
@@ -41,7 +47,9 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: SimContext): void {
       mcpSessionId = randomUUID();
       store.mcpSessions.set(mcpSessionId, { id: mcpSessionId, toolRouterSessionId: session.id });
     } else if (!mcpSessionId) {
-      return reply.code(400).send(rpcError(message.id ?? null, RpcError.invalidRequest, 'Missing mcp-session-id header; call initialize first'));
+      return reply
+        .code(400)
+        .send(rpcError(message.id ?? null, RpcError.invalidRequest, 'Missing mcp-session-id header; call initialize first'));
     } else if (store.mcpSessions.get(mcpSessionId)?.toolRouterSessionId !== session.id) {
       return reply.code(404).send(rpcError(message.id ?? null, RpcError.invalidRequest, 'MCP session not found; initialize a new one'));
     }
@@ -55,12 +63,18 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: SimContext): void {
     getSession(store, req.params.sessionId);
     const mcpSessionId = header(req, 'mcp-session-id');
     if (!mcpSessionId) return reply.code(400).send(rpcError(null, RpcError.invalidRequest, 'Missing mcp-session-id header'));
-    if (!store.mcpSessions.delete(mcpSessionId)) return reply.code(404).send(rpcError(null, RpcError.invalidRequest, 'MCP session not found'));
+    if (!store.mcpSessions.delete(mcpSessionId))
+      return reply.code(404).send(rpcError(null, RpcError.invalidRequest, 'MCP session not found'));
     return reply.code(200).send();
   });
 
   // No server-initiated stream: the spec lets a server answer GET with 405.
-  app.get(path, async (_req, reply) => reply.code(405).header('allow', 'POST, DELETE').send(rpcError(null, RpcError.invalidRequest, 'Method not allowed')));
+  app.get(path, async (_req, reply) =>
+    reply
+      .code(405)
+      .header('allow', 'POST, DELETE')
+      .send(rpcError(null, RpcError.invalidRequest, 'Method not allowed')),
+  );
 }
 
 function header(req: FastifyRequest, name: string): string | undefined {
