@@ -9,7 +9,7 @@ import { describedHeaders, json, refusal, refusals } from '../http/responses.js'
 import type { Quotas } from '../plans/plan.js';
 import { FailureLimiter } from './failure-limiter.js';
 import { ingestWebhookEvent } from './ingest.js';
-import type { WebhookOutcome } from './outcomes.js';
+import { WEBHOOK_OUTCOMES, type WebhookOutcome } from './outcomes.js';
 import type { QueuedEventType } from './queue.js';
 import type { EventsRuntime } from './runtime.js';
 
@@ -35,17 +35,9 @@ const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,255}$/;
 /** Routine outcomes a busy trigger can produce thousands of times a day: logged at debug. */
 const QUIET_OUTCOMES: ReadonlySet<WebhookOutcome> = new Set(['paused', 'filtered', 'over_quota']);
 
-const OUTCOMES = [
-  'accepted',
-  'duplicate',
-  'unknown_trigger',
-  'paused',
-  'filtered',
-  'over_quota',
-  'user_mismatch',
-  'unknown_account',
-  'ignored',
-] as const satisfies readonly WebhookOutcome[];
+/** Outcomes answered with an error status rather than `200 {outcome}`. */
+const REFUSED_OUTCOMES: ReadonlySet<WebhookOutcome> = new Set(['invalid', 'bad_signature', 'rate_limited']);
+const OUTCOMES = WEBHOOK_OUTCOMES.filter((outcome) => !REFUSED_OUTCOMES.has(outcome));
 
 /** The body is the exact bytes that were signed: declared here, read by the handler alone. */
 const schema = {
