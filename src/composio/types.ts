@@ -118,7 +118,7 @@ export interface ComposioGateway {
   createLink(
     sessionId: string,
     toolkit: string,
-    options: { readonly alias: string; readonly callbackUrl?: string | undefined },
+    options: { readonly alias?: string | undefined; readonly callbackUrl?: string | undefined },
   ): Promise<ConnectLink>;
 
   // Connected accounts

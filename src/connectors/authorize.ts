@@ -21,14 +21,16 @@ const isUsable = (account: ConnectedAccount) => !account.status || USABLE.has(ac
 export interface AuthorizeResult {
   url: string;
   connectedAccountId: string;
-  alias: string;
+  /** `null` for a first connection, which goes to Composio with no label. */
+  alias: string | null;
   expiresAt: string | null;
 }
 
 /**
  * A sign-in link for one more account of an app, under the newer label rules:
- * - a label is needed only beside a working account; while none works an unlabelled retry
- *   gets a unique `omb-retry-…` label;
+ * - a label is needed only beside a working account; a first connection (no account of the app
+ *   at all) goes to Composio with no label; while accounts exist but none works an unlabelled
+ *   retry gets a unique `omb-retry-…` label;
  * - a label held only by accounts that don't work is freed (revoked and deleted) and reused;
  *   a label a working account holds is a conflict;
  * - at most five usable accounts, not counting the ones being replaced.
@@ -44,13 +46,14 @@ export async function authorize(
     (a) => a.userId === installation.composioUserId && a.toolkit === toolkit,
   );
 
-  let alias = requestedAlias;
+  let alias: string | undefined = requestedAlias;
   let replaced: ConnectedAccount[] = [];
   if (alias === undefined) {
     if (accounts.some(isWorking)) {
       throw badRequest(`${toolkit} already has a working account; give the new one a label such as "work" or "personal"`, 'alias_required');
     }
-    alias = `omb-retry-${randomBytes(6).toString('hex')}`;
+    // A retry beside accounts that don't work gets a label of its own; a first connection none.
+    if (accounts.length > 0) alias = `omb-retry-${randomBytes(6).toString('hex')}`;
   } else {
     const holders = accounts.filter((a) => sameAlias(a.alias, alias!));
     if (holders.some(isWorking)) {
@@ -70,11 +73,11 @@ export async function authorize(
   for (const account of replaced) await composio.deleteConnectedAccount(account.id, { revoke: true });
 
   const link = await withSession(db, composio, installation, (session) =>
-    composio.createLink(session.sessionId, toolkit, { alias: alias! }),
+    composio.createLink(session.sessionId, toolkit, alias === undefined ? {} : { alias }),
   );
   // The client refuses anything else; a link elsewhere would mean Composio was impersonated.
   if (!composio.isTrustedHost(link.url)) {
     throw new ComposioFailure('unavailable', 'Composio returned a sign-in link on an unexpected host; try again later.');
   }
-  return { url: link.url, connectedAccountId: link.connectedAccountId, alias, expiresAt: link.expiresAt };
+  return { url: link.url, connectedAccountId: link.connectedAccountId, alias: alias ?? null, expiresAt: link.expiresAt };
 }

@@ -62,7 +62,7 @@ const Removed = z.object({ removed: z.literal([0, 1]) }).meta({ id: 'Removed' })
 const SignInLink = z.object({
   url: z.string().meta({ format: 'uri' }),
   connectedAccountId: z.string(),
-  alias: z.string(),
+  alias: z.string().nullable().describe('The new account\'s label; `null` for a first connection, which gets none.'),
   expiresAt: z.string().nullable().meta({ format: 'date-time' }),
 });
 
@@ -122,7 +122,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     tags: ['connected apps'],
     summary: 'A sign-in link for one more account of an app',
     description:
-      "A label is required only beside an `ACTIVE` account (or one whose status Composio did not report); while no account works, an unlabelled retry gets a unique `omb-retry-…` label. A label held only by accounts that don't work is freed (revoked, deleted) and reused; a label a working account holds is `409 alias_taken`. At most five usable accounts per app (`409 too_many_accounts`). Links are only ever on `composio.dev` (or the configured Composio host).",
+      "A label is required only beside an `ACTIVE` account (or one whose status Composio did not report); a first connection (no account of the app at all) gets no label; while accounts exist but none works, an unlabelled retry gets a unique `omb-retry-…` label. A label held only by accounts that don't work is freed (revoked, deleted) and reused; a label a working account holds is `409 alias_taken`. At most five usable accounts per app (`409 too_many_accounts`). Links are only ever on `composio.dev` (or the configured Composio host).",
     security: installationToken,
     params: SlugParams,
     body: AuthorizeBody,

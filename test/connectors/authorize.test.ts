@@ -28,14 +28,38 @@ describe('POST /v1/connectors/:slug/authorize', () => {
     expect(accountsOf(m, 'gmail')).toMatchObject([{ id: body.connectedAccountId, alias: 'work', status: 'INITIATED' }]);
   });
 
-  it('gives an unlabelled retry a unique omb-retry label while no account works', async () => {
+  it('sends a first connection without a label to Composio with no alias at all', async () => {
+    const m = await member(w.t.app);
+    const response = await authorize(m, 'slack');
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body.alias).toBeNull();
+    // What Composio was asked for: no alias in the link request, so the account has no name.
+    const links = w.h.sim.controls.state().links.filter((l) => l.userId === m.userId && l.toolkit === 'slack');
+    expect(links).toHaveLength(1);
+    expect(links[0]!.alias).toBeNull();
+    expect(accountsOf(m, 'slack')).toMatchObject([{ id: body.connectedAccountId, alias: null, status: 'INITIATED' }]);
+  });
+
+  it('gives an unlabelled retry a unique omb-retry label while accounts exist and none works', async () => {
     const m = await member(w.t.app);
     const first = (await authorize(m, 'slack')).json();
     const second = (await authorize(m, 'slack')).json();
-    expect(first.alias).toMatch(/^omb-retry-[0-9a-f]{12}$/);
+    const third = (await authorize(m, 'slack')).json();
+    expect(first.alias).toBeNull();
     expect(second.alias).toMatch(/^omb-retry-[0-9a-f]{12}$/);
-    expect(second.alias).not.toBe(first.alias);
-    expect(accountsOf(m, 'slack')).toHaveLength(2);
+    expect(third.alias).toMatch(/^omb-retry-[0-9a-f]{12}$/);
+    expect(third.alias).not.toBe(second.alias);
+    expect(accountsOf(m, 'slack')).toHaveLength(3);
+  });
+
+  it('labels an unlabelled retry beside an expired account and leaves that account alone', async () => {
+    const m = await member(w.t.app);
+    const stale = w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'home', status: 'EXPIRED' });
+    const response = await authorize(m, 'gmail');
+    expect(response.statusCode).toBe(200);
+    expect(response.json().alias).toMatch(/^omb-retry-[0-9a-f]{12}$/);
+    expect(accountsOf(m, 'gmail').map((a) => a.id)).toContain(stale.id);
   });
 
   it('requires a label beside a working account', async () => {

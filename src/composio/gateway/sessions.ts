@@ -57,7 +57,7 @@ export function sessionCalls(
         toConnectLink(
           await client.toolRouter.session.link(
             sessionId,
-            { toolkit, alias: link.alias, ...(link.callbackUrl ? { callback_url: link.callbackUrl } : {}) },
+            { toolkit, ...(link.alias === undefined ? {} : { alias: link.alias }), ...(link.callbackUrl ? { callback_url: link.callbackUrl } : {}) },
             { signal },
           ),
         ),
