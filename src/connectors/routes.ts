@@ -62,7 +62,7 @@ const Removed = z.object({ removed: z.literal([0, 1]) }).meta({ id: 'Removed' })
 const SignInLink = z.object({
   url: z.string().meta({ format: 'uri' }),
   connectedAccountId: z.string(),
-  alias: z.string().nullable().describe('The new account\'s label; `null` for a first connection, which gets none.'),
+  alias: z.string().nullable().describe("The new account's label; `null` for a first connection, which gets none."),
   expiresAt: z.string().nullable().meta({ format: 'date-time' }),
 });
 

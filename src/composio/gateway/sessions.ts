@@ -57,7 +57,11 @@ export function sessionCalls(
         toConnectLink(
           await client.toolRouter.session.link(
             sessionId,
-            { toolkit, ...(link.alias === undefined ? {} : { alias: link.alias }), ...(link.callbackUrl ? { callback_url: link.callbackUrl } : {}) },
+            {
+              toolkit,
+              ...(link.alias === undefined ? {} : { alias: link.alias }),
+              ...(link.callbackUrl ? { callback_url: link.callbackUrl } : {}),
+            },
             { signal },
           ),
         ),
