@@ -16,6 +16,7 @@ describe('loadConfig', () => {
     expect(config.limits.registrationsPerMinute).toBe(30);
     expect(config.limits.connectorRequestsPerMinute).toBe(120);
     expect(config.events.retentionDays).toBe(7);
+    expect(config.events.pollMaxWaitSeconds).toBe(25);
     expect(Object.isFrozen(config)).toBe(true);
   });
 
@@ -30,6 +31,9 @@ describe('loadConfig', () => {
     [{ OPERATOR_PUBLIC_KEYS: '{"keys":[{"kty":"OKP","crv":"Ed25519","x":"a","d":"b"}]}' }, 'OPERATOR_PUBLIC_KEYS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ QUOTA_PAID: '-1' }, 'QUOTA_PAID'],
+    // Above the route's cap it would be ignored, so it is refused at start.
+    [{ POLL_MAX_WAIT_SECONDS: '26' }, 'POLL_MAX_WAIT_SECONDS'],
+    [{ POLL_MAX_WAIT_SECONDS: '60' }, 'POLL_MAX_WAIT_SECONDS'],
   ])('stops on %j naming %s', (env, variable) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {
@@ -37,6 +41,12 @@ describe('loadConfig', () => {
     } catch (error) {
       expect((error as ConfigError).message).toContain(variable);
     }
+  });
+
+  it('takes POLL_MAX_WAIT_SECONDS up to the route’s cap of 25 s', () => {
+    expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '25' }).events.pollMaxWaitSeconds).toBe(25);
+    expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '5' }).events.pollMaxWaitSeconds).toBe(5);
+    expect(() => loadConfig({ POLL_MAX_WAIT_SECONDS: '26' })).toThrow(/POLL_MAX_WAIT_SECONDS: must be at most 25/);
   });
 
   it('splits rotating webhook secrets and trims the base URL', () => {

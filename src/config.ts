@@ -19,6 +19,13 @@ const httpUrl = z
   .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL')
   .transform((v) => v.replace(/\/+$/, ''));
 
+/**
+ * The longest wait the API lets a poll ask for (`GET /v1/events?wait=0-25`, the contract's range).
+ * `POLL_MAX_WAIT_SECONDS` may shorten it but not lengthen it, so a larger value is refused here
+ * rather than silently capped by the route.
+ */
+export const POLL_WAIT_CAP_SECONDS = 25;
+
 const EnvSchema = z.object({
   PORT: int(0, 65535).default(8787),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -52,7 +59,12 @@ const EnvSchema = z.object({
   QUOTA_STANDARD: int(0, 10_000_000).default(500),
   QUOTA_PAID: int(0, 10_000_000).default(2000),
   EVENT_RETENTION_DAYS: int(1, 365).default(7),
-  POLL_MAX_WAIT_SECONDS: int(1, 300).default(25),
+  POLL_MAX_WAIT_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(POLL_WAIT_CAP_SECONDS, `must be at most ${POLL_WAIT_CAP_SECONDS}, the longest wait a poll may ask for`)
+    .default(POLL_WAIT_CAP_SECONDS),
 
   METRICS_TOKEN: optionalString,
   METRICS_HOST: optionalString,

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { POLL_WAIT_CAP_SECONDS } from '../config.js';
 import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
 import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
@@ -20,7 +21,7 @@ export interface EventRoutesDeps {
 }
 
 /** The contract's range for `wait`; the configured maximum may shorten it further. */
-const MAX_WAIT_SECONDS = 25;
+const MAX_WAIT_SECONDS = POLL_WAIT_CAP_SECONDS;
 export const DEFAULT_POLL_LIMIT = 50;
 
 const PollQuery = z.object({

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { COMMANDS } from '../../src/operators/cli/run.js';
 import { runCli } from './support.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -29,6 +30,31 @@ describe('the CLI’s manners', () => {
     expect(missing.stderr).toMatch(/--key is required/);
 
     expect((await runCli(['teleport'])).code).toBe(2);
+  });
+
+  it('prints each group’s help for `<group> --help`, listing that group’s commands', async () => {
+    const groups = new Map<string, string[]>();
+    for (const c of COMMANDS) {
+      const [group, ...rest] = c.name.split(' ');
+      if (rest.length > 0) groups.set(group!, [...(groups.get(group!) ?? []), c.name]);
+    }
+    expect([...groups.keys()]).toEqual(expect.arrayContaining(['keys', 'grant', 'webhook']));
+    for (const [group, names] of groups) {
+      const help = await runCli([group, '--help']);
+      expect(help.code, `${group} --help`).toBe(0);
+      expect(help.stderr).toBe('');
+      for (const name of names) expect(help.stdout).toContain(name);
+      for (const other of COMMANDS.filter((c) => !names.includes(c.name))) expect(help.stdout).not.toContain(`  ${other.name} `);
+      expect((await runCli([group, '-h'])).stdout).toBe(help.stdout);
+      // The group alone shows the same list but is a wrong call; a wrong subcommand names the group's help.
+      const bare = await runCli([group]);
+      expect(bare.code).toBe(2);
+      expect(bare.stdout).toBe(help.stdout);
+      const wrong = await runCli([group, 'nonsense']);
+      expect(wrong.code).toBe(2);
+      expect(wrong.stderr).toContain(`${group} --help`);
+    }
+    expect((await runCli(['keys', '--help'])).stdout).toContain('keys generate');
   });
 
   it('exits 1 with one line for a missing key file, a public key, or a too-long admin token', async () => {

@@ -9,7 +9,7 @@ import { webhookRotateSecret, webhookSubscribe } from './webhook.js';
  * The operators' command line: `npm run cli -- <command> [options]`. Exit codes: 0 done,
  * 1 the command failed (one line on stderr says why), 2 it was called wrongly.
  */
-const COMMANDS: readonly Command[] = [
+export const COMMANDS: readonly Command[] = [
   keysGenerate,
   grantIssue,
   adminToken,
@@ -44,6 +44,17 @@ export async function runCli(argv: string[], io: CliIo, env: CliEnv): Promise<nu
     return words.every((word, i) => argv[i] === word);
   });
   if (!command) {
+    const group = groupOf(argv[0]!);
+    if (group.length > 0) {
+      // `keys`, `keys --help`: the group's own commands, as the whole CLI's help lists them all.
+      const asked = argv.length === 2 && (argv[1] === '--help' || argv[1] === '-h');
+      if (argv.length === 1 || asked) {
+        io.out(groupHelp(argv[0]!, group));
+        return asked ? 0 : 2;
+      }
+      io.err(`omb-cli: unknown command "${argv.slice(0, 2).join(' ')}"; run \`npm run cli -- ${argv[0]} --help\` to see its commands\n`);
+      return 2;
+    }
     io.err(`omb-cli: unknown command "${argv.slice(0, 2).join(' ')}"; run with --help to see the commands\n`);
     return 2;
   }
@@ -63,4 +74,22 @@ export async function runCli(argv: string[], io: CliIo, env: CliEnv): Promise<nu
     io.err(`omb-cli ${command.name}: ${message.split('\n')[0]}\n`);
     return 1;
   }
+}
+
+/** The commands of a group: those whose name has more than one word and starts with `word`. */
+function groupOf(word: string): Command[] {
+  return COMMANDS.filter((c) => {
+    const words = c.name.split(' ');
+    return words.length > 1 && words[0] === word;
+  });
+}
+
+function groupHelp(group: string, commands: readonly Command[]): string {
+  return `Usage: npm run cli -- ${group} <command> [options]
+
+Commands:
+${commands.map((c) => `  ${c.name.padEnd(22)} ${c.summary}`).join('\n')}
+
+Run \`npm run cli -- ${group} <command> --help\` for a command's options.
+`;
 }
