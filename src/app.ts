@@ -40,6 +40,16 @@ export interface AppDeps {
   events?: EventsRuntime;
 }
 
+/**
+ * Fastify's `trustProxy` for `TRUST_PROXY`: a hop count believes that many `x-forwarded-for`
+ * entries from the right (the ones the proxies in front appended), as Fastify does for a number
+ * at runtime although its types only declare the function form.
+ */
+function trustedProxies(trust: Config['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trust === 'number') return (_address, hop) => hop < trust;
+  return trust === false ? false : [...trust];
+}
+
 /** The broker's HTTP surface. No I/O happens here until the app is used. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, database, logger } = deps;
@@ -47,7 +57,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.limits.bodyLimitBytes,
-    trustProxy: config.trustProxy,
+    trustProxy: trustedProxies(config.trustProxy),
     requestIdHeader: false,
     return503OnClosing: true,
     // Answers may take long (25 s polls, minutes-long MCP streams), but a request itself must

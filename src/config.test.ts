@@ -33,6 +33,12 @@ describe('loadConfig', () => {
     [{ QUOTA_PAID: '-1' }, 'QUOTA_PAID'],
     // Above the route's cap it would be ignored, so it is refused at start.
     [{ POLL_MAX_WAIT_SECONDS: '26' }, 'POLL_MAX_WAIT_SECONDS'],
+    // `true` would believe whatever x-forwarded-for a client writes.
+    [{ TRUST_PROXY: 'true' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: 'yes' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: '10.0.0.0/33' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: 'proxy.internal' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: '11' }, 'TRUST_PROXY'],
     [{ POLL_MAX_WAIT_SECONDS: '60' }, 'POLL_MAX_WAIT_SECONDS'],
   ])('stops on %j naming %s', (env, variable) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
@@ -47,6 +53,21 @@ describe('loadConfig', () => {
     expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '25' }).events.pollMaxWaitSeconds).toBe(25);
     expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '5' }).events.pollMaxWaitSeconds).toBe(5);
     expect(() => loadConfig({ POLL_MAX_WAIT_SECONDS: '26' })).toThrow(/POLL_MAX_WAIT_SECONDS: must be at most 25/);
+  });
+
+  it('takes TRUST_PROXY as off, a hop count, or proxy addresses and CIDRs', () => {
+    expect(loadConfig({}).trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: 'false' }).trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '0' }).trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '1' }).trustProxy).toBe(1);
+    expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    expect(loadConfig({ TRUST_PROXY: ' 10.0.0.0/8, 127.0.0.1 ,fd00::/8,uniquelocal' }).trustProxy).toEqual([
+      '10.0.0.0/8',
+      '127.0.0.1',
+      'fd00::/8',
+      'uniquelocal',
+    ]);
+    expect(() => loadConfig({ TRUST_PROXY: 'true' })).toThrow(/TRUST_PROXY: true would believe any x-forwarded-for/);
   });
 
   it('splits rotating webhook secrets and trims the base URL', () => {

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /**
@@ -6,9 +7,6 @@ import { z } from 'zod';
  */
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
 const optionalString = z
   .string()
   .optional()
@@ -25,6 +23,56 @@ const httpUrl = z
  * rather than silently capped by the route.
  */
 export const POLL_WAIT_CAP_SECONDS = 25;
+
+/** proxy-addr's names for address ranges, which Fastify's `trustProxy` also takes. */
+const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An address, a CIDR (`10.0.0.0/8`, `fd00::/8`) or one of proxy-addr's named ranges. */
+function isProxyAddress(entry: string): boolean {
+  if (NAMED_RANGES.has(entry)) return true;
+  const [address, prefix, ...rest] = entry.split('/');
+  const family = isIP(address ?? '');
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+/**
+ * Which `x-forwarded-for` entries to believe, as Fastify's `trustProxy` takes it: `false` (none:
+ * the socket's address), a hop count (the proxies in front, each appending the address it saw),
+ * or the proxies' addresses/CIDRs. `true` — believe whatever the client wrote — is refused: a
+ * client could name any address and so escape every per-address limit.
+ */
+const trustProxy = z
+  .string()
+  .default('false')
+  .transform((raw, ctx): false | number | string[] => {
+    const v = raw.trim().toLowerCase();
+    if (['', 'false', '0', 'no', 'off'].includes(v)) return false;
+    if (['true', 'yes', 'on'].includes(v)) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          'true would believe any x-forwarded-for a client sends (so a client picks the address the limits see); give the number of proxies in front of the broker (e.g. 1) or their addresses/CIDRs (e.g. 10.0.0.0/8,127.0.0.1)',
+      });
+      return z.NEVER;
+    }
+    if (/^\d+$/.test(v)) {
+      const hops = Number(v);
+      if (hops > 10) ctx.addIssue({ code: 'custom', message: 'a hop count must be at most 10' });
+      return hops;
+    }
+    const entries = v.split(',').map((entry) => entry.trim());
+    const wrong = entries.filter((entry) => !isProxyAddress(entry));
+    if (wrong.length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be false, a hop count, or comma-separated proxy addresses/CIDRs (${wrong.map((w) => JSON.stringify(w)).join(', ')} is not one)`,
+      });
+      return z.NEVER;
+    }
+    return entries;
+  });
 
 const EnvSchema = z.object({
   PORT: int(0, 65535).default(8787),
@@ -70,7 +118,7 @@ const EnvSchema = z.object({
   METRICS_HOST: optionalString,
   METRICS_PORT: int(0, 65535).optional(),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
-  TRUST_PROXY: bool.default(false),
+  TRUST_PROXY: trustProxy,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -116,7 +164,11 @@ export interface Config {
     readonly port: number | undefined;
   };
   readonly shutdownGraceMs: number;
-  readonly trustProxy: boolean;
+  /**
+   * Which proxies' `x-forwarded-for` entries give the client address: `false` none, a hop count,
+   * or the proxies' addresses/CIDRs (never `true`, which would believe the client itself).
+   */
+  readonly trustProxy: false | number | readonly string[];
   readonly logLevel: string;
 }
 
@@ -190,7 +242,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     events: Object.freeze({ retentionDays: e.EVENT_RETENTION_DAYS, pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
-    trustProxy: e.TRUST_PROXY,
+    trustProxy: Array.isArray(e.TRUST_PROXY) ? Object.freeze([...e.TRUST_PROXY]) : e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
   });
 }
