@@ -35,6 +35,10 @@ describe('loadConfig', () => {
     [{ POLL_MAX_WAIT_SECONDS: '26' }, 'POLL_MAX_WAIT_SECONDS'],
     // `true` would believe whatever x-forwarded-for a client writes.
     [{ TRUST_PROXY: 'true' }, 'TRUST_PROXY'],
+    // Production (the image) needs the real Composio unless the simulator is asked for by name.
+    [{ NODE_ENV: 'production' }, 'COMPOSIO_API_KEY'],
+    [{ SANDBOX: 'true', COMPOSIO_API_KEY: 'ak_x', COMPOSIO_WEBHOOK_SECRET: 's' }, 'SANDBOX'],
+    [{ SANDBOX: 'maybe' }, 'SANDBOX'],
     [{ TRUST_PROXY: 'yes' }, 'TRUST_PROXY'],
     [{ TRUST_PROXY: '10.0.0.0/33' }, 'TRUST_PROXY'],
     [{ TRUST_PROXY: 'proxy.internal' }, 'TRUST_PROXY'],
@@ -68,6 +72,16 @@ describe('loadConfig', () => {
       'uniquelocal',
     ]);
     expect(() => loadConfig({ TRUST_PROXY: 'true' })).toThrow(/TRUST_PROXY: true would believe any x-forwarded-for/);
+  });
+
+  it('runs the simulator in production only when SANDBOX=true, and the CLI without a key', () => {
+    expect(loadConfig({ NODE_ENV: 'production', SANDBOX: 'true', SANDBOX_HOST: '0.0.0.0' }).composio).toMatchObject({
+      apiKey: undefined,
+      sandboxHost: '0.0.0.0',
+    });
+    expect(loadConfig({ NODE_ENV: 'production', COMPOSIO_API_KEY: 'ak_x', COMPOSIO_WEBHOOK_SECRET: 's' }).composio.apiKey).toBe('ak_x');
+    expect(loadConfig({ NODE_ENV: 'production' }, { for: 'cli' }).composio.apiKey).toBeUndefined();
+    expect(loadConfig({}).composio.sandboxHost).toBe('127.0.0.1');
   });
 
   it('splits rotating webhook secrets and trims the base URL', () => {

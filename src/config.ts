@@ -7,6 +7,9 @@ import { z } from 'zod';
  */
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
 const optionalString = z
   .string()
   .optional()
@@ -84,6 +87,7 @@ const EnvSchema = z.object({
       .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
       .optional(),
   ),
+  DATABASE_PASSWORD: z.string().optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_POOL_SIZE: int(1, 200).default(12),
 
@@ -93,6 +97,9 @@ const EnvSchema = z.object({
   COMPOSIO_CALLS_PER_MINUTE: int(1, 1_000_000).default(600),
   COMPOSIO_TIMEOUT_MS: int(100, 120_000).default(15_000),
   SANDBOX_PORT: int(0, 65535).default(0),
+  SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
+  SANDBOX: optionalString.pipe(bool.optional()),
+  NODE_ENV: optionalString,
 
   OPERATOR_PUBLIC_KEYS: optionalString,
   OPERATOR_ISSUER: z.string().min(1).default('openmausbot'),
@@ -142,6 +149,8 @@ export interface Config {
     readonly callsPerMinute: number;
     readonly timeoutMs: number;
     readonly sandboxPort: number;
+    /** Where the simulator listens in sandbox mode (`0.0.0.0` in a container, port published). */
+    readonly sandboxHost: string;
   };
   readonly operators: {
     /** The JWKS grants and admin tokens must verify against; unset refuses both. */
@@ -181,7 +190,11 @@ export class ConfigError extends Error {
 
 const JwksSchema = z.object({ keys: z.array(z.record(z.string(), z.unknown())).min(1) });
 
-export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+/**
+ * `for: 'cli'` leaves out the rules only a serving broker needs (the CLI's commands that need
+ * Composio say so themselves), so `keys generate` or `migrate` run in the production image.
+ */
+export function loadConfig(env: Record<string, string | undefined> = process.env, options: { for?: 'broker' | 'cli' } = {}): Config {
   const parsed = EnvSchema.safeParse(env);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`));
@@ -195,6 +208,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     .filter((s) => s.length > 0);
   if (e.COMPOSIO_API_KEY && webhookSecrets.length === 0) {
     problems.push('COMPOSIO_WEBHOOK_SECRET: required when COMPOSIO_API_KEY is set');
+  }
+  // Sandbox mode is for trying the broker out: in production (the image sets NODE_ENV) a missing
+  // key is a mistake unless the operator asked for the simulator by name.
+  if (e.COMPOSIO_API_KEY && e.SANDBOX === true) {
+    problems.push('SANDBOX: true runs on the built-in simulator, but COMPOSIO_API_KEY is set; unset one of them');
+  } else if (!e.COMPOSIO_API_KEY && e.NODE_ENV === 'production' && e.SANDBOX !== true && options.for !== 'cli') {
+    problems.push(
+      'COMPOSIO_API_KEY: required in production (NODE_ENV=production); set SANDBOX=true to try the broker on its built-in Composio simulator instead',
+    );
   }
 
   let publicKeys: Config['operators']['publicKeys'];
@@ -212,13 +234,28 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if ((e.METRICS_HOST === undefined) !== (e.METRICS_PORT === undefined)) {
     problems.push('METRICS_HOST/METRICS_PORT: set both to serve /metrics on its own address, or neither');
   }
+  // A password apart from the URL may hold any character (`@`, `/`, `#`, `%`): it is put into the
+  // URL here, encoded, instead of by hand.
+  let databaseUrl = e.DATABASE_URL;
+  if (e.DATABASE_PASSWORD !== undefined && e.DATABASE_PASSWORD !== '') {
+    if (databaseUrl === undefined) problems.push('DATABASE_PASSWORD: set DATABASE_URL too (without a password in it)');
+    else {
+      const url = new URL(databaseUrl);
+      if (url.password !== '') problems.push('DATABASE_PASSWORD: DATABASE_URL already holds a password; give it in one place');
+      else if (url.username === '') problems.push('DATABASE_PASSWORD: DATABASE_URL names no user (postgres://user@host/db)');
+      else {
+        url.password = encodeURIComponent(e.DATABASE_PASSWORD);
+        databaseUrl = url.toString();
+      }
+    }
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
     publicUrl: e.PUBLIC_URL,
-    databaseUrl: e.DATABASE_URL,
+    databaseUrl,
     dataDir: e.DATA_DIR,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     composio: Object.freeze({
@@ -228,6 +265,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       callsPerMinute: e.COMPOSIO_CALLS_PER_MINUTE,
       timeoutMs: e.COMPOSIO_TIMEOUT_MS,
       sandboxPort: e.SANDBOX_PORT,
+      sandboxHost: e.SANDBOX_HOST,
     }),
     operators: Object.freeze({ publicKeys, issuer: e.OPERATOR_ISSUER }),
     registrationMode: e.REGISTRATION_MODE,

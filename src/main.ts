@@ -130,6 +130,7 @@ async function connectComposio(
     logger,
     brokerWebhookUrl: `${publicUrl}/v1/webhooks/composio`,
     ...(config.composio.sandboxPort ? { port: config.composio.sandboxPort } : {}),
+    host: config.composio.sandboxHost,
   });
   closers.push(() => sandbox.close());
   process.stdout.write(`${sandbox.bannerLines.join('\n')}\n`);

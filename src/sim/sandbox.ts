@@ -24,11 +24,14 @@ export async function startSandbox(options: {
   /** Where the simulator delivers signed webhooks: the broker's `/v1/webhooks/composio`. */
   brokerWebhookUrl: string;
   port?: number;
+  /** Where the simulator listens; loopback unless a container publishes its port. */
+  host?: string;
 }): Promise<Sandbox> {
   const apiKey = `sim_${randomBytes(24).toString('base64url')}`;
   const simulator = await startSimulator({
     apiKey,
     ...(options.port !== undefined ? { port: options.port } : {}),
+    ...(options.host !== undefined ? { host: options.host } : {}),
     // Per-request logs of the simulator would drown the broker's own; keep its warnings.
     logger: options.logger.child({ component: 'composio-simulator' }, { level: 'warn' }),
   });

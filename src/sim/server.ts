@@ -141,7 +141,9 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
   await app.listen({ host, port: options.port ?? 0 });
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 0);
-  const origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  // Listening on every address (a container publishing the port), it is reached on loopback.
+  const reachAt = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  const origin = `http://${reachAt.includes(':') ? `[${reachAt}]` : reachAt}:${port}`;
   ctx.store.origin = origin;
   ctx.store.consentLinkOrigin = options.consentLinkOrigin;
 

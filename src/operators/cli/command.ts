@@ -56,7 +56,7 @@ export function positiveNumber(value: string, flag: string, max: number): number
 /** The CLI reads the environment only through the broker's own configuration. */
 export function cliConfig(env: CliEnv): Config {
   try {
-    return loadConfig(env);
+    return loadConfig(env, { for: 'cli' });
   } catch (error) {
     if (error instanceof ConfigError) throw new CommandFailed(`invalid configuration: ${error.problems.join('; ')}`);
     throw error;
