@@ -27,6 +27,7 @@ const PROCESSES = [
   'test/events/concurrency.test.ts',
   'test/faults/postgres-restart.test.ts',
   'test/faults/shutdown.test.ts',
+  'test/image/dist-entry-points.test.ts',
   'test/operators/cli-process.test.ts',
   'test/operators/operator-path.test.ts',
   'test/replicas/**/*.test.ts',

@@ -1,5 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir } from 'node:fs/promises';
+import { constants, existsSync, readFileSync } from 'node:fs';
+import { access, chmod, mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -18,6 +18,25 @@ export interface EmbeddedDatabase {
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 
+/**
+ * Makes the data folder if needed and checks that this user may write in it, so a container
+ * started as a user who may not (a root-owned folder, a volume mounted read-only) stops with a
+ * sentence naming DATA_DIR rather than somewhere inside Postgres's start.
+ */
+async function writableDataDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, constants.W_OK | constants.X_OK);
+  } catch (error) {
+    const uid = process.getuid?.();
+    throw new Error(
+      `DATA_DIR ${dir} cannot be written by this user${uid === undefined ? '' : ` (uid ${uid})`}: ${(error as NodeJS.ErrnoException).code ?? String(error)}. ` +
+        'Give the broker a folder it may write (in the image: the /data volume), or set DATABASE_URL to use a Postgres server.',
+      { cause: error },
+    );
+  }
+}
+
 export async function startEmbeddedPostgres(options: {
   dataDir: string;
   logger: Logger;
@@ -28,7 +47,7 @@ export async function startEmbeddedPostgres(options: {
 }): Promise<EmbeddedDatabase> {
   const databaseDir = path.resolve(options.dataDir, 'postgres');
   const log = options.logger.child({ component: 'embedded-postgres' });
-  await mkdir(path.dirname(databaseDir), { recursive: true });
+  await writableDataDir(path.dirname(databaseDir));
   // As root, Postgres runs as its own user, which must be able to reach the folder.
   if (process.getuid?.() === 0) await chmod(path.dirname(databaseDir), 0o711);
 
@@ -41,7 +60,9 @@ export async function startEmbeddedPostgres(options: {
     user: USER,
     password: PASSWORD,
     persistent: true,
-    createPostgresUser: true,
+    // Only root needs a `postgres` user to run Postgres as; asked of anyone else (the image's
+    // `node` user) the library tries to create that user and fails.
+    createPostgresUser: process.getuid?.() === 0,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...(options.extraFlags ?? [])],
     onLog: (message: string) => log.debug({ message: message.trim() }, 'postgres'),
     onError: (error: unknown) => log.warn({ err: error }, 'postgres'),
