@@ -51,7 +51,8 @@ async function compose(files: string[], vars: Record<string, string>): Promise<C
   // Compose merges an override's maps key by key and replaces its lists and scalars.
   for (const override of overrides) {
     for (const [name, service] of Object.entries(override.services)) {
-      const into = (base!.services[name] ??= {}) as Record<string, unknown>;
+      base!.services[name] ??= {};
+      const into = base!.services[name] as Record<string, unknown>;
       for (const [key, value] of Object.entries(service)) {
         const current = into[key];
         into[key] =

@@ -1,0 +1,34 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Sandbox, startSandbox } from '../../src/sim/index.js';
+import { silentLogger } from '../composio/harness.js';
+import { rawRequest } from '../support/http.js';
+
+/**
+ * docker/compose.sandbox.yml: the simulator listens on every address of the container
+ * (SANDBOX_HOST=0.0.0.0) so its published port reaches it, and its links name loopback, which on
+ * the host is where the published port is.
+ */
+
+let sandbox: Sandbox | undefined;
+afterEach(async () => {
+  await sandbox?.close();
+  sandbox = undefined;
+});
+
+describe('the sandbox simulator’s listening address', () => {
+  it('listens on every address with SANDBOX_HOST=0.0.0.0 and names loopback in its links', async () => {
+    sandbox = await startSandbox({ logger: silentLogger, brokerWebhookUrl: 'http://127.0.0.1:9/v1/webhooks/composio', host: '0.0.0.0' });
+    const origin = new URL(sandbox.baseUrl);
+    expect(origin.hostname).toBe('127.0.0.1');
+    // Reached on another address than loopback's 127.0.0.1, as a published port reaches it.
+    const other = await rawRequest(`http://127.0.0.2:${origin.port}/_sim`);
+    expect(other.status).toBe(200);
+  });
+
+  it('listens on loopback alone by default', async () => {
+    sandbox = await startSandbox({ logger: silentLogger, brokerWebhookUrl: 'http://127.0.0.1:9/v1/webhooks/composio' });
+    const origin = new URL(sandbox.baseUrl);
+    expect((await rawRequest(`${sandbox.baseUrl}/_sim`)).status).toBe(200);
+    await expect(rawRequest(`http://127.0.0.2:${origin.port}/_sim`)).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
