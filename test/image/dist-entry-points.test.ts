@@ -123,6 +123,13 @@ async function stop(started: Started): Promise<number | null> {
   }
 }
 
+/** Its exit code, or — still running after `ms` — it is stopped and `'running'` answered. */
+async function exitWithin(started: Started, ms: number): Promise<number | null | 'running'> {
+  const verdict = await Promise.race([started.exited, new Promise<'running'>((resolve) => setTimeout(resolve, ms, 'running'))]);
+  if (verdict === 'running') await stop(started);
+  return verdict;
+}
+
 /** The real uid of a running process, from /proc. */
 async function uidOf(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
@@ -175,13 +182,15 @@ describe('the built entry points, run as the image runs them', () => {
     await mkdir(locked);
     await chmod(locked, 0o555);
     const broker = startMain({ DATA_DIR: path.join(locked, 'data'), SANDBOX: 'true' });
-    expect(await broker.exited).not.toBe(0);
+    const code = await exitWithin(broker, 20_000);
+    expect(code).not.toBe('running');
+    expect(code).not.toBe(0);
     expect(broker.output()).toMatch(/DATA_DIR \S+ cannot be written by this user/);
   }, 60_000);
 
   it('refuses to start in production without COMPOSIO_API_KEY unless SANDBOX=true', async () => {
     const broker = startMain({ DATABASE_URL: database.url });
-    expect(await broker.exited).toBe(78);
+    expect(await exitWithin(broker, 20_000)).toBe(78);
     expect(broker.output()).toMatch(/COMPOSIO_API_KEY: required in production/);
     expect(broker.output()).toMatch(/SANDBOX=true/);
   });
