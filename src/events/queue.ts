@@ -139,3 +139,13 @@ export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
     where i.last_event_position > i.acked_event_position`;
   return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
 }
+
+/** One installation's unacknowledged events (the operators' lookup); the same reading as `queueBacklog`. */
+export async function installationBacklog(sql: Sql, installationId: string): Promise<QueueBacklog> {
+  const [row] = await sql<{ depth: string | null; oldest: string | Date | null }[]>`
+    select count(e.position)::bigint as depth, min(e.received_at) as oldest
+      from installations i
+      left join events e on e.installation_id = i.id and e.position > i.acked_event_position
+     where i.id = ${installationId}`;
+  return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
+}
