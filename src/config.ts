@@ -52,6 +52,8 @@ const EnvSchema = z.object({
   QUOTA_STANDARD: int(0, 10_000_000).default(500),
   QUOTA_PAID: int(0, 10_000_000).default(2000),
   EVENT_RETENTION_DAYS: int(1, 365).default(7),
+  AUDIT_RETENTION_DAYS: int(1, 36_500).default(400),
+  TRIGGER_TESTS_PER_DAY: int(0, 10_000).default(20),
   POLL_MAX_WAIT_SECONDS: int(1, 300).default(25),
 
   METRICS_TOKEN: optionalString,
@@ -97,7 +99,14 @@ export interface Config {
     readonly mcpBodyLimitBytes: number;
   };
   readonly quotas: { readonly standard: number; readonly paid: number };
-  readonly events: { readonly retentionDays: number; readonly pollMaxWaitSeconds: number };
+  readonly events: {
+    readonly retentionDays: number;
+    readonly pollMaxWaitSeconds: number;
+    /** `trigger.test` events each installation may queue per UTC day (outside the quota). */
+    readonly testsPerDay: number;
+  };
+  /** How long the operators' audit trail is kept. */
+  readonly auditRetentionDays: number;
   readonly metrics: {
     readonly token: string | undefined;
     readonly host: string | undefined;
@@ -175,7 +184,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       mcpBodyLimitBytes: e.MCP_BODY_LIMIT_BYTES,
     }),
     quotas: Object.freeze({ standard: e.QUOTA_STANDARD, paid: e.QUOTA_PAID }),
-    events: Object.freeze({ retentionDays: e.EVENT_RETENTION_DAYS, pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS }),
+    events: Object.freeze({
+      retentionDays: e.EVENT_RETENTION_DAYS,
+      pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS,
+      testsPerDay: e.TRIGGER_TESTS_PER_DAY,
+    }),
+    auditRetentionDays: e.AUDIT_RETENTION_DAYS,
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     trustProxy: e.TRUST_PROXY,

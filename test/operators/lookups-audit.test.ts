@@ -1,8 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/clock.js';
 import { dailyUsage, triggers } from '../../src/db/schema.js';
-import { removeExpiredAudit } from '../../src/operators/audit.js';
+import { noteOperatorKeys, removeExpiredAudit } from '../../src/operators/audit.js';
+import { startSimulator } from '../../src/sim/index.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { adminClaims, grantClaims, operatorKey, runCli, signClaims, type TestOperatorKey, trusting } from './support.js';
 
@@ -36,7 +40,7 @@ const auditRows = (target: string) =>
     AuditRow[]
   >`select operator, token_id, source, action, target, outcome from operator_audit where target = ${target} order by id`;
 
-async function addTrigger(installationId: string, accountId: string, automationId = randomUUID()): Promise<string> {
+async function addTrigger(installationId: string, accountId: string, automationId: string = randomUUID()): Promise<string> {
   const id = randomUUID();
   await t.database.db.insert(triggers).values({
     id,
@@ -260,5 +264,130 @@ describe('the audit trail', () => {
     expect(removed).toBeGreaterThanOrEqual(1);
     expect(await auditRows('retention-old')).toEqual([]);
     expect(await auditRows('retention-new')).toHaveLength(1);
+  });
+});
+
+describe('changes the broker sees itself, and secret rotation', () => {
+  it('records a change of operator keys once, by key id, when a broker starts with other keys', async () => {
+    const rows = () => t.database.sql<{ details: { kids: string[]; added: string[]; removed: string[] } }[]>`
+      select details from operator_audit where action = 'operator-keys.change' order by id`;
+    const before = (await rows()).length;
+    expect(await noteOperatorKeys(t.database.db, ['op-1'], t.clock.now())).toBe(before === 0);
+    expect(await noteOperatorKeys(t.database.db, ['op-1'], t.clock.now())).toBe(false);
+    expect(await noteOperatorKeys(t.database.db, ['op-2', 'op-1'], t.clock.now())).toBe(true);
+    const after = await rows();
+    expect(after.at(-1)!.details).toEqual({ kids: ['op-1', 'op-2'], added: ['op-2'], removed: [] });
+    expect(await noteOperatorKeys(t.database.db, ['op-1', 'op-2'], t.clock.now())).toBe(false);
+  });
+
+  it('records a webhook secret rotation from the CLI, never the secret', async () => {
+    const sim = await startSimulator({ apiKey: 'sim_audit_key', logger: false });
+    try {
+      const env = {
+        COMPOSIO_API_KEY: sim.apiKey,
+        COMPOSIO_BASE_URL: sim.origin,
+        COMPOSIO_WEBHOOK_SECRET: 'the-old-secret',
+        PUBLIC_URL: 'https://broker.example',
+        DATABASE_URL: t.database.url,
+      };
+      const rotated = await runCli(['webhook', 'rotate-secret', '--as', 'erin'], env);
+      expect(rotated.code).toBe(0);
+      const secret = rotated.stdout.trim();
+      const [row] = await t.database.sql<{ operator: string; source: string; outcome: string; text: string }[]>`
+        select operator, source, outcome, row_to_json(a)::text as text from operator_audit a
+         where action = 'webhook.rotate-secret' order by id desc limit 1`;
+      expect(row).toMatchObject({ operator: 'erin', source: 'cli', outcome: 'rotated' });
+      expect(row!.text).not.toContain(secret);
+    } finally {
+      await sim.close();
+    }
+  });
+});
+
+describe('the CLI', () => {
+  const cli = (...args: string[]) => runCli(args, { DATABASE_URL: t.database.url, USER: 'carl' });
+
+  it('shows one installation readably and as JSON, without its token or hash', async () => {
+    const { installationId, token } = await register(t.app);
+    await addTrigger(installationId, 'ca_cli', 'automation-cli');
+    const shown = await cli('installation', 'show', installationId);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^installation +${installationId}$`, 'm'));
+    expect(shown.stdout).toMatch(/^plan +standard$/m);
+    expect(shown.stdout).toMatch(/^accounts +1$/m);
+    expect(shown.stdout).toMatch(/^TRIGGER +AUTOMATION +SLUG/m);
+    expect(shown.stdout).toMatch(/automation-cli +GMAIL_NEW_GMAIL_MESSAGE +ca_cli +active +0 +0/);
+    const asJson = await cli('installation', 'show', installationId, '--json');
+    expect(JSON.parse(asJson.stdout)).toMatchObject({
+      id: installationId,
+      connectedAccounts: 1,
+      triggers: [{ automationId: 'automation-cli' }],
+    });
+    for (const out of [shown.stdout + shown.stderr, asJson.stdout + asJson.stderr]) {
+      expect(out).not.toContain(token);
+      expect(out).not.toContain(sha256(token));
+    }
+    const unknown = await cli('installation', 'show', randomUUID());
+    expect(unknown).toMatchObject({ code: 1, stderr: expect.stringMatching(/no installation has this id/) });
+    expect((await cli('installation', 'show', 'nope')).code).toBe(2);
+  });
+
+  it('lists installations and grants as a table or JSON, with filters and pages', async () => {
+    const subject = `cloud-cli-${randomUUID()}`;
+    const made: string[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      const { installationId, auth } = await register(t.app);
+      made.push(installationId);
+      const grant = await signClaims(key, grantClaims(t.clock.now(), { sub: subject }));
+      await t.app.inject({ method: 'PUT', url: '/v1/me/grant', headers: auth, payload: { grant } });
+    }
+    const first = await cli('installation', 'list', '--grant-subject', subject, '--limit', '2');
+    expect(first.code).toBe(0);
+    const lines = first.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^INSTALLATION +PLAN +CREATED +LAST SEEN +DISABLED +GRANT SUBJECT$/);
+    expect(lines.slice(1).map((l) => l.split(/ +/)[0])).toEqual([made[2], made[1]]);
+    const cursor = /--cursor (\S+)/.exec(first.stderr)?.[1];
+    expect(cursor).toBeDefined();
+    const second = await cli('installation', 'list', '--grant-subject', subject, '--cursor', cursor!, '--json');
+    expect(JSON.parse(second.stdout)).toMatchObject({ items: [{ id: made[0], plan: 'paid' }], nextCursor: null });
+
+    const grants = await cli('grant', 'list', '--subject', subject, '--json');
+    expect(JSON.parse(grants.stdout).items).toHaveLength(3);
+    expect(grants.stdout).not.toMatch(/eyJ/);
+    expect((await cli('installation', 'list', '--plan', 'gold')).code).toBe(2);
+    expect((await cli('installation', 'list', '--cursor', 'garbage')).code).toBe(1);
+  });
+
+  it('records an import with the name given, in its transaction, and nothing for a dry run; `audit` prints the trail', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'omb-audit-'));
+    try {
+      const id = randomUUID();
+      const file = path.join(dir, 'export.json');
+      await writeFile(
+        file,
+        JSON.stringify([
+          { id, token_hash: 'a'.repeat(64), composio_user_id: `omb_${id.replaceAll('-', '')}`, created_at: '2025-04-01T09:30:00Z' },
+        ]),
+      );
+      const before = (
+        await t.database.sql<{ n: number }[]>`select count(*)::int as n from operator_audit where action = 'installations.import'`
+      )[0]!.n;
+      expect((await cli('import', '--file', file, '--dry-run')).code).toBe(0);
+      const afterDry = (
+        await t.database.sql<{ n: number }[]>`select count(*)::int as n from operator_audit where action = 'installations.import'`
+      )[0]!.n;
+      expect(afterDry).toBe(before);
+      expect((await cli('import', '--file', file, '--as', 'dora')).code).toBe(0);
+
+      const trail = await cli('audit', '--action', 'installations.import', '--limit', '1');
+      expect(trail.code).toBe(0);
+      expect(trail.stdout).toMatch(/^AT +OPERATOR +SOURCE +ACTION +TARGET +OUTCOME$/m);
+      expect(trail.stdout).toMatch(/dora +cli +installations\.import +- +imported 1, skipped 0, invalid 0/);
+      const asJson = JSON.parse((await cli('audit', '--operator', 'dora', '--json')).stdout);
+      expect(asJson.entries[0]).toMatchObject({ operator: 'dora', tokenId: null, source: 'cli', details: { file, imported: 1 } });
+      expect((await cli('audit', '--since', 'whenever')).code).toBe(2);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
