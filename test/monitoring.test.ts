@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { buildTestApp, type TestApp } from './support/app.js';
+import { createTestDatabase } from './support/database.js';
 
 /**
  * docker/prometheus and docker/grafana, checked with the real tools: Debian's `promtool` (the
@@ -117,6 +118,20 @@ describe('the rules and the dashboard', () => {
     const response = await t.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
     expect(response.body).toMatch(/^omb_database_up 1$/m);
     expect(response.body).toMatch(/^omb_triggers_active 0$/m);
+  });
+
+  it('still answers a scrape when the database is away, with omb_database_up 0', async () => {
+    const database = await createTestDatabase();
+    const away = await buildTestApp({ METRICS_TOKEN }, { database, metrics: createMetrics({ defaultMetrics: false }) });
+    try {
+      await database.sql.end({ timeout: 1 });
+      const response = await away.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+      expect(response.statusCode).toBe(200);
+      expect(response.body).toMatch(/^omb_database_up 0$/m);
+    } finally {
+      await away.close();
+      await database.drop();
+    }
   });
 
   it('is wired into compose as the optional "monitoring" profile', async () => {

@@ -1,13 +1,32 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/clock.js';
 import { dailyUsage } from '../../src/db/schema.js';
-import { createTrigger, gmailBody, installationWithAccount, startTriggersWorld, type TriggersWorld } from './support.js';
+import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
+import { createLogger } from '../../src/logger.js';
+import { startHarness } from '../composio/harness.js';
+import { buildTestApp } from '../support/app.js';
+import { createTestDatabase } from '../support/database.js';
+import { createTrigger, gmailBody, installationWithAccount, type TriggersWorld } from './support.js';
 
 /** Trigger discovery (`GET /v1/triggers/types`) and test events (`POST /v1/triggers/{id}/test`), against the simulator. */
 
 let world: TriggersWorld;
+let runtime: EventsRuntime;
 beforeAll(async () => {
-  world = await startTriggersWorld();
+  // The app's events runtime is kept, to see when a poll is really waiting.
+  const h = await startHarness();
+  const database = await createTestDatabase();
+  runtime = createEventsRuntime({ database, logger: createLogger('silent') });
+  const t = await buildTestApp({ REGISTRATIONS_PER_MINUTE: '100000' }, { composio: h.gateway, database, events: runtime });
+  world = {
+    t,
+    h,
+    async close() {
+      await t.close();
+      await database.drop();
+      await h.close();
+    },
+  };
 });
 afterAll(() => world.close());
 
@@ -104,8 +123,8 @@ describe('test events', () => {
     const trigger = (await createTrigger(world, a, gmailBody(a.accountId, { automationId: 'auto_test' }))).json();
 
     const waiting = pollOnce(a.auth, 10);
-    // Let the poll start waiting before the event is queued.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The poll is waiting (nothing was queued yet) before the test event is sent.
+    await expect.poll(() => runtime.hub.size).toBe(1);
     const since = world.h.sim.controls.requests().length;
     const started = Date.now();
     const sent = await world.t.app.inject({ method: 'POST', url: `/v1/triggers/${trigger.id}/test`, headers: a.auth });
