@@ -16,6 +16,8 @@ describe('loadConfig', () => {
     expect(config.limits.registrationsPerMinute).toBe(30);
     expect(config.limits.connectorRequestsPerMinute).toBe(120);
     expect(config.events.retentionDays).toBe(7);
+    expect(config.events.testsPerDay).toBe(20);
+    expect(config.auditRetentionDays).toBe(400);
     expect(Object.isFrozen(config)).toBe(true);
   });
 
@@ -30,6 +32,8 @@ describe('loadConfig', () => {
     [{ OPERATOR_PUBLIC_KEYS: '{"keys":[{"kty":"OKP","crv":"Ed25519","x":"a","d":"b"}]}' }, 'OPERATOR_PUBLIC_KEYS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ QUOTA_PAID: '-1' }, 'QUOTA_PAID'],
+    [{ AUDIT_RETENTION_DAYS: '0' }, 'AUDIT_RETENTION_DAYS'],
+    [{ TRIGGER_TESTS_PER_DAY: 'many' }, 'TRIGGER_TESTS_PER_DAY'],
   ])('stops on %j naming %s', (env, variable) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {
