@@ -11,6 +11,7 @@ import type { Database } from './db/database.js';
 import { apiDocs } from './docs/openapi.js';
 import { eventRoutes } from './events/routes.js';
 import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
+import { triggerTestRoutes } from './events/trigger-test-routes.js';
 import { webhookRoutes } from './events/webhook-routes.js';
 import { installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
@@ -26,6 +27,7 @@ import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
 import { removeInstallation } from './removal/remove-installation.js';
 import { triggerRoutes } from './triggers/routes.js';
+import { TriggerTypeCache } from './triggers/types.js';
 
 export interface AppDeps {
   config: Config;
@@ -120,11 +122,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
     mcpBodyLimitBytes: config.limits.mcpBodyLimitBytes,
   });
+  // Trigger types per toolkit: discovery and creation read them, test events take their samples.
+  const triggerTypes = new TriggerTypeCache(deps.composio, deps.clock, logger);
   await app.register(triggerRoutes, {
     database,
     composio: deps.composio,
     clock: deps.clock,
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
+    types: triggerTypes,
   });
 
   const events = deps.events ?? createEventsRuntime({ database, logger });
@@ -149,6 +154,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     events,
     secrets: config.composio.webhookSecrets,
     badWebhooksPerMinute: config.limits.badWebhooksPerMinute,
+    onQueued: (type) => metrics.eventsQueued.inc({ type }),
+  });
+  await app.register(triggerTestRoutes, {
+    database,
+    clock: deps.clock,
+    events,
+    types: triggerTypes,
+    testsPerDay: config.events.testsPerDay,
     onQueued: (type) => metrics.eventsQueued.inc({ type }),
   });
   await app.register(planRoutes, { database, clock: deps.clock, verifyGrant });

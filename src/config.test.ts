@@ -17,6 +17,8 @@ describe('loadConfig', () => {
     expect(config.limits.connectorRequestsPerMinute).toBe(120);
     expect(config.events.retentionDays).toBe(7);
     expect(config.events.pollMaxWaitSeconds).toBe(25);
+    expect(config.events.testsPerDay).toBe(20);
+    expect(config.auditRetentionDays).toBe(400);
     expect(Object.isFrozen(config)).toBe(true);
   });
 
@@ -44,6 +46,8 @@ describe('loadConfig', () => {
     [{ TRUST_PROXY: 'proxy.internal' }, 'TRUST_PROXY'],
     [{ TRUST_PROXY: '11' }, 'TRUST_PROXY'],
     [{ POLL_MAX_WAIT_SECONDS: '60' }, 'POLL_MAX_WAIT_SECONDS'],
+    [{ AUDIT_RETENTION_DAYS: '0' }, 'AUDIT_RETENTION_DAYS'],
+    [{ TRIGGER_TESTS_PER_DAY: 'many' }, 'TRIGGER_TESTS_PER_DAY'],
   ])('stops on %j naming %s', (env, variable) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {

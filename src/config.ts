@@ -120,6 +120,8 @@ const EnvSchema = z.object({
     .min(1)
     .max(POLL_WAIT_CAP_SECONDS, `must be at most ${POLL_WAIT_CAP_SECONDS}, the longest wait a poll may ask for`)
     .default(POLL_WAIT_CAP_SECONDS),
+  AUDIT_RETENTION_DAYS: int(1, 36_500).default(400),
+  TRIGGER_TESTS_PER_DAY: int(0, 10_000).default(20),
 
   METRICS_TOKEN: optionalString,
   METRICS_HOST: optionalString,
@@ -166,7 +168,14 @@ export interface Config {
     readonly mcpBodyLimitBytes: number;
   };
   readonly quotas: { readonly standard: number; readonly paid: number };
-  readonly events: { readonly retentionDays: number; readonly pollMaxWaitSeconds: number };
+  readonly events: {
+    readonly retentionDays: number;
+    readonly pollMaxWaitSeconds: number;
+    /** `trigger.test` events each installation may queue per UTC day (outside the quota). */
+    readonly testsPerDay: number;
+  };
+  /** How long the operators' audit trail is kept. */
+  readonly auditRetentionDays: number;
   readonly metrics: {
     readonly token: string | undefined;
     readonly host: string | undefined;
@@ -277,7 +286,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       mcpBodyLimitBytes: e.MCP_BODY_LIMIT_BYTES,
     }),
     quotas: Object.freeze({ standard: e.QUOTA_STANDARD, paid: e.QUOTA_PAID }),
-    events: Object.freeze({ retentionDays: e.EVENT_RETENTION_DAYS, pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS }),
+    events: Object.freeze({
+      retentionDays: e.EVENT_RETENTION_DAYS,
+      pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS,
+      testsPerDay: e.TRIGGER_TESTS_PER_DAY,
+    }),
+    auditRetentionDays: e.AUDIT_RETENTION_DAYS,
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     trustProxy: Array.isArray(e.TRUST_PROXY) ? Object.freeze([...e.TRUST_PROXY]) : e.TRUST_PROXY,

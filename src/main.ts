@@ -12,6 +12,8 @@ import { createEventsRuntime } from './events/runtime.js';
 import { createLogger } from './logger.js';
 import { composioCallRecorder, createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/routes.js';
+import { noteOperatorKeys } from './operators/audit.js';
+import { startAuditRetentionJob } from './operators/audit-retention.js';
 import { startSandbox } from './sim/index.js';
 
 /** config → database → migrations → app → listen, and the reverse on the way out. */
@@ -67,6 +69,17 @@ async function main(): Promise<void> {
     }
     const retention = startRetentionJob({ sql: database.sql, clock: systemClock, logger, retentionDays: config.events.retentionDays });
     closers.push(() => retention.stop());
+    const auditRetention = startAuditRetentionJob({
+      sql: database.sql,
+      clock: systemClock,
+      logger,
+      retentionDays: config.auditRetentionDays,
+    });
+    closers.push(() => auditRetention.stop());
+    // Operator keys come from configuration: a change shows at start, and goes into the audit trail.
+    const kids = (config.operators.publicKeys?.keys ?? []).map((key) => String(key.kid));
+    if (await noteOperatorKeys(database.db, kids, systemClock.now()))
+      logger.info({ kids }, 'operator keys changed; recorded in the audit trail');
 
     // The grace period bounds the requests; the margin is for closing the database and Postgres after them.
     closeWithGrace({ delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger }, async ({ signal, err }) => {

@@ -21,6 +21,7 @@ type RawSessionToolkit = Raw<Client['toolRouter']['session']['toolkits']>['items
 type RawAccount = Raw<Client['connectedAccounts']['retrieve']> | Raw<Client['connectedAccounts']['list']>['items'][number];
 type RawLink = Raw<Client['toolRouter']['session']['link']>;
 type RawTriggerType = Raw<Client['triggersTypes']['retrieve']>;
+type RawTriggerTypeItem = Raw<Client['triggersTypes']['list']>['items'][number];
 type RawTriggerInstance = Raw<Client['triggerInstances']['listActive']>['items'][number];
 
 const STATUSES: ReadonlySet<string> = new Set(CONNECTED_ACCOUNT_STATUSES);
@@ -77,12 +78,15 @@ export function toConnectLink(raw: RawLink): ConnectLink {
   };
 }
 
-export function toTriggerType(raw: RawTriggerType): TriggerType {
+export function toTriggerType(raw: RawTriggerType | RawTriggerTypeItem): TriggerType {
   return {
     slug: raw.slug,
     toolkit: raw.toolkit.slug,
+    name: raw.name ?? raw.slug,
+    description: raw.description ?? '',
     type: raw.type === 'webhook' ? 'webhook' : 'poll',
     configSchema: (raw.config ?? {}) as Record<string, unknown>,
+    payloadSchema: (raw.payload ?? {}) as Record<string, unknown>,
   };
 }
 

@@ -70,10 +70,14 @@ export interface ConnectLink {
 export interface TriggerType {
   readonly slug: string;
   readonly toolkit: string;
+  readonly name: string;
+  readonly description: string;
   /** `poll`: Composio checks the app on an interval; `webhook`: the app pushes events. */
   readonly type: 'webhook' | 'poll';
   /** JSON Schema of the trigger's configuration. */
   readonly configSchema: Record<string, unknown>;
+  /** JSON Schema of the events' data. */
+  readonly payloadSchema: Record<string, unknown>;
 }
 
 export interface UpsertTriggerInput {
@@ -129,6 +133,8 @@ export interface ComposioGateway {
 
   // Triggers
   getTriggerType(slug: string): Promise<TriggerType>;
+  /** Every trigger type of one toolkit (all pages). */
+  listTriggerTypes(toolkit: string): Promise<TriggerType[]>;
   upsertTrigger(input: UpsertTriggerInput): Promise<{ triggerId: string }>;
   listActiveTriggers(query: TriggerQuery): Promise<Page<TriggerInstance>>;
   setTriggerEnabled(triggerId: string, enabled: boolean): Promise<void>;

@@ -1,5 +1,19 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  bigserial,
+  boolean,
+  date,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -134,6 +148,8 @@ export const dailyUsage = pgTable(
     skipped: integer('skipped').notNull().default(0),
     /** Whether today's `quota.exceeded` event has been queued. */
     exceededNotified: boolean('exceeded_notified').notNull().default(false),
+    /** `trigger.test` events queued this day: their own allowance, never the quota. */
+    testEvents: integer('test_events').notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.installationId, t.day] })],
 );
@@ -151,4 +167,29 @@ export const triggerDailyUsage = pgTable(
     skippedReason: text('skipped_reason'),
   },
   (t) => [primaryKey({ columns: [t.triggerId, t.day] })],
+);
+
+/**
+ * Every operator action (disable, enable, revoke, registration switch, import, secret rotation,
+ * operator key change), written in the same transaction as the action itself.
+ */
+export const operatorAudit = pgTable(
+  'operator_audit',
+  {
+    /** Increasing: the cursor of `GET /v1/admin/audit`. */
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    at: ts('at').notNull().defaultNow(),
+    /** The admin token's `sub` (or, from the CLI, the name given with `--as`). */
+    operator: text('operator').notNull(),
+    /** The admin token's `jti`, when the action came with one; never the token itself. */
+    tokenId: text('token_id'),
+    /** `api`, `cli` or `broker` (a change the broker noticed at start, e.g. operator keys). */
+    source: text('source').notNull(),
+    action: text('action').notNull(),
+    /** What the action was on: an installation id, a grant's jti, `registration`, … */
+    target: text('target'),
+    outcome: text('outcome').notNull(),
+    details: jsonb('details').notNull().default(sql`'{}'::jsonb`),
+  },
+  (t) => [index('operator_audit_at_idx').on(t.at), index('operator_audit_target_idx').on(t.target, t.id)],
 );

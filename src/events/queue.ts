@@ -2,7 +2,7 @@ import type { Sql } from '../db/database.js';
 import { badRequest } from '../errors.js';
 
 /** What an installation's queue holds. Each shape is built by the database function that queues it. */
-export type QueuedEventType = 'trigger.event' | 'connection.expired' | 'quota.exceeded';
+export type QueuedEventType = 'trigger.event' | 'trigger.test' | 'connection.expired' | 'quota.exceeded';
 
 /** One event as an installation receives it. */
 export interface QueuedEvent {
@@ -15,6 +15,8 @@ export interface QueuedEvent {
   readonly connectedAccountId: string | null;
   readonly receivedAt: string;
   readonly data: unknown;
+  /** Present (true) on `trigger.test` events only: sent by `POST /v1/triggers/{id}/test`, not by the app. */
+  readonly test?: true;
 }
 
 /** A run of an installation's queue after some position. */
@@ -88,6 +90,7 @@ export async function readQueue(
       connectedAccountId: row.connected_account_id,
       receivedAt: new Date(row.received_at!).toISOString(),
       data: row.data,
+      ...(row.type === 'trigger.test' ? { test: true as const } : {}),
     });
   }
   return { events, through, gap: Number(first.expired_through) > after };
@@ -137,5 +140,15 @@ export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
       where e.installation_id = i.id and e.position > i.acked_event_position
     ) backlog
     where i.last_event_position > i.acked_event_position`;
+  return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
+}
+
+/** One installation's unacknowledged events (the operators' lookup); the same reading as `queueBacklog`. */
+export async function installationBacklog(sql: Sql, installationId: string): Promise<QueueBacklog> {
+  const [row] = await sql<{ depth: string | null; oldest: string | Date | null }[]>`
+    select count(e.position)::bigint as depth, min(e.received_at) as oldest
+      from installations i
+      left join events e on e.installation_id = i.id and e.position > i.acked_event_position
+     where i.id = ${installationId}`;
   return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
 }

@@ -41,7 +41,7 @@ const AckBody = z.strictObject({ cursor: z.string().min(1).max(64) });
 const Event = z
   .object({
     id: z.string().describe('The `webhook-id` of the delivery (stable across redeliveries), or a broker-made id for `quota.exceeded`.'),
-    type: z.enum(['trigger.event', 'connection.expired', 'quota.exceeded']),
+    type: z.enum(['trigger.event', 'trigger.test', 'connection.expired', 'quota.exceeded']),
     triggerId: z.string().nullable().meta({ format: 'uuid' }),
     automationId: z.string().nullable(),
     toolkit: z.string().nullable(),
@@ -51,8 +51,9 @@ const Event = z
     data: z
       .unknown()
       .describe(
-        "`trigger.event`: the trigger's payload as Composio sent it. `connection.expired`: `{connectedAccountId, toolkit, triggers: [{triggerId, automationId, triggerSlug}]}`. `quota.exceeded`: `{day, eventsPerDay, resetsAt}`.",
+        "`trigger.event`: the trigger's payload as Composio sent it. `trigger.test`: a sample payload of the trigger's type (`{}` when this broker does not hold the type), queued by `POST /v1/triggers/{id}/test`. `connection.expired`: `{connectedAccountId, toolkit, triggers: [{triggerId, automationId, triggerSlug}]}`. `quota.exceeded`: `{day, eventsPerDay, resetsAt}`.",
       ),
+    test: z.literal(true).optional().describe('Present on `trigger.test` events only: a test, not something that happened in the app.'),
   })
   .meta({ id: 'Event' });
 

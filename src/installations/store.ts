@@ -106,14 +106,15 @@ export async function markDisabled(db: DbOrTransaction, installationId: string, 
   return row ? (row.disabledAt ?? at) : undefined;
 }
 
-/** False for an unknown installation. */
-export async function markEnabled(db: Db, installationId: string): Promise<boolean> {
-  const rows = await db
-    .update(installations)
-    .set({ disabledAt: null })
-    .where(eq(installations.id, installationId))
-    .returning({ id: installations.id });
-  return rows.length > 0;
+/** Whether it was disabled; undefined for an unknown installation. */
+export async function markEnabled(db: DbOrTransaction, installationId: string): Promise<boolean | undefined> {
+  const rows = await db.execute<{ was_disabled: boolean }>(drizzleSql`
+    update installations i set disabled_at = null
+      from (select id, disabled_at is not null as was_disabled from installations where id = ${installationId} for update) before
+     where i.id = before.id
+    returning before.was_disabled`);
+  const row = (rows as unknown as { was_disabled: boolean }[])[0];
+  return row ? row.was_disabled : undefined;
 }
 
 /** Removes the installation's row; its triggers, events and counters go with it (cascade). */

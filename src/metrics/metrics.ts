@@ -17,6 +17,10 @@ export interface Metrics {
   /** Set from the database when scraped. */
   readonly queueDepth: Gauge;
   readonly oldestUnacknowledgedAge: Gauge;
+  /** 1 when the last scrape reached the database, else 0. */
+  readonly databaseUp: Gauge;
+  /** Set from the database when scraped: triggers that should be producing events. */
+  readonly triggersActive: Gauge;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
@@ -75,6 +79,16 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     oldestUnacknowledgedAge: new Gauge({
       name: 'omb_oldest_unacknowledged_event_age_seconds',
       help: 'Age of the oldest event not yet acknowledged (0 when none).',
+      registers,
+    }),
+    databaseUp: new Gauge({
+      name: 'omb_database_up',
+      help: 'Whether this process reached its database when scraped (1) or not (0).',
+      registers,
+    }),
+    triggersActive: new Gauge({
+      name: 'omb_triggers_active',
+      help: 'Triggers enabled and not waiting for a reconnect, over all installations (what should bring webhooks).',
       registers,
     }),
   };

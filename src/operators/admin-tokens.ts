@@ -11,6 +11,8 @@ export const MAX_ADMIN_TOKEN_SECONDS = 15 * 60;
 /** The operator an admin token names (`sub`), for the logs. */
 export interface Operator {
   readonly subject: string;
+  /** The token's `jti` when it has one (the CLI's tokens do), for the audit trail. */
+  readonly tokenId: string | null;
 }
 
 const refused = (message: string) => new AppError(401, 'operator_unauthorized', message);
@@ -31,11 +33,11 @@ export async function authenticateOperator(
   if (token === null) throw refused('missing operator token; send authorization: Bearer <admin token>');
   const result = await verifyOperatorToken(keys, token, { audience: ADMIN_AUDIENCE, issuer, requiredClaims: [], now });
   if (!result.ok) throw refused(describe(result.problem));
-  const { iat, exp, sub } = result.claims;
+  const { iat, exp, sub, jti } = result.claims;
   if (exp - iat > MAX_ADMIN_TOKEN_SECONDS) {
     throw refused(`the operator token lives longer than ${MAX_ADMIN_TOKEN_SECONDS / 60} minutes; mint a shorter one`);
   }
-  return { subject: sub };
+  return { subject: sub, tokenId: typeof jti === 'string' && jti.length > 0 && jti.length <= 256 ? jti : null };
 }
 
 function describe(problem: OperatorTokenProblem): string {

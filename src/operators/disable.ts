@@ -1,5 +1,6 @@
-import { sql } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
+import { eq, sql } from 'drizzle-orm';
+import type { DbOrTransaction } from '../db/database.js';
+import { installations } from '../db/schema.js';
 import { notFound } from '../errors.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../events/channels.js';
 import { markDisabled, markEnabled } from '../installations/store.js';
@@ -16,17 +17,30 @@ const unknownInstallation = () => notFound('no installation has this id', 'insta
  * is sent in the same transaction, so Postgres delivers it only once the update is visible and
  * a woken poll re-checking the token finds it disabled. Disabling twice keeps the first time.
  */
-export async function disableInstallation(db: Db, installationId: string, now: Date): Promise<InstallationSwitch> {
+export async function disableInstallation(
+  db: DbOrTransaction,
+  installationId: string,
+  now: Date,
+): Promise<InstallationSwitch & { wasDisabled: boolean }> {
   return db.transaction(async (tx) => {
+    const [before] = await tx
+      .select({ disabledAt: installations.disabledAt })
+      .from(installations)
+      .where(eq(installations.id, installationId))
+      .for('no key update');
     const disabledAt = await markDisabled(tx, installationId, now);
-    if (!disabledAt) throw unknownInstallation();
+    if (!before || !disabledAt) throw unknownInstallation();
     await tx.execute(sql`select pg_notify(${INSTALLATION_DISABLED_CHANNEL}, ${installationId})`);
-    return { installationId, disabledAt: disabledAt.toISOString() };
+    return { installationId, disabledAt: disabledAt.toISOString(), wasDisabled: before.disabledAt !== null };
   });
 }
 
-/** Lets the installation's existing token work again. */
-export async function enableInstallation(db: Db, installationId: string): Promise<InstallationSwitch> {
-  if (!(await markEnabled(db, installationId))) throw unknownInstallation();
-  return { installationId, disabledAt: null };
+/** Lets the installation's existing token work again; says whether it was disabled. */
+export async function enableInstallation(
+  db: DbOrTransaction,
+  installationId: string,
+): Promise<InstallationSwitch & { wasDisabled: boolean }> {
+  const wasDisabled = await markEnabled(db, installationId);
+  if (wasDisabled === undefined) throw unknownInstallation();
+  return { installationId, disabledAt: null, wasDisabled };
 }

@@ -10,7 +10,9 @@ import { type RegistrationMode, registrationMode, setRegistrationMode } from '..
 import type { OperatorPublicKeys } from '../operator-keys/keys.js';
 import { revokeGrant } from '../plans/store.js';
 import { authenticateOperator, type Operator } from './admin-tokens.js';
+import { type Actor, audited, listAudit } from './audit.js';
 import { disableInstallation, enableInstallation } from './disable.js';
+import { installationDetail, listGrants, listInstallations, MAX_PAGE } from './lookups.js';
 import { serviceStats } from './stats.js';
 
 declare module 'fastify' {
@@ -73,6 +75,113 @@ const InstallationSwitch = z
   .meta({ id: 'InstallationSwitch' });
 const Revoked = z.object({ jti: z.string(), revokedAt: timestamp() });
 
+const flag = () =>
+  z
+    .enum(['true', 'false'])
+    .transform((v) => v === 'true')
+    .optional();
+const instant = () =>
+  z
+    .string()
+    .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time')
+    .transform((v) => new Date(v))
+    .meta({ format: 'date-time' })
+    .optional();
+const pageQuery = {
+  limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(50),
+  cursor: z.string().min(1).max(1024).optional().describe("The previous page's `nextCursor`."),
+};
+const InstallationsQuery = z.strictObject({
+  disabled: flag(),
+  plan: z.enum(['standard', 'paid']).optional(),
+  lastSeenBefore: instant(),
+  lastSeenAfter: instant(),
+  grantSubject: z.string().min(1).max(256).optional().describe('Installations holding a grant issued to this `sub`.'),
+  ...pageQuery,
+});
+const GrantsQuery = z.strictObject({
+  subject: z.string().min(1).max(256).optional(),
+  installationId: z.uuid().optional(),
+  revoked: flag(),
+  expired: flag(),
+  ...pageQuery,
+});
+const AuditQuery = z.strictObject({
+  operator: z.string().min(1).max(256).optional(),
+  action: z.string().min(1).max(64).optional(),
+  target: z.string().min(1).max(256).optional(),
+  since: instant(),
+  until: instant(),
+  limit: pageQuery.limit,
+  cursor: z
+    .string()
+    .regex(/^[1-9][0-9]{0,17}$/, 'not a cursor this list gave out')
+    .optional()
+    .describe("The previous page's `nextCursor`."),
+});
+
+const nullableTime = () => z.string().nullable().meta({ format: 'date-time' });
+const GrantSummary = z
+  .object({
+    jti: z.string(),
+    subject: z.string(),
+    plan: z.string(),
+    issuedAt: timestamp(),
+    expiresAt: timestamp(),
+    revokedAt: nullableTime(),
+  })
+  .meta({ id: 'GrantSummary' });
+const InstallationSummary = z
+  .object({
+    id: uuid(),
+    createdAt: timestamp(),
+    lastSeenAt: timestamp(),
+    disabledAt: nullableTime(),
+    plan: z.enum(['standard', 'paid']),
+    grant: GrantSummary.nullable().describe('The grant it holds (the latest-expiring), usable or not.'),
+  })
+  .meta({ id: 'InstallationSummary' });
+const AdminTrigger = z.object({
+  id: uuid(),
+  automationId: z.string(),
+  toolkit: z.string(),
+  triggerSlug: z.string(),
+  connectedAccountId: z.string(),
+  enabled: z.boolean(),
+  status: z.enum(['active', 'paused', 'needs_reconnect']),
+  today: z.object({ kept: count(), skipped: count(), skippedReason: z.string().nullable() }),
+  createdAt: timestamp(),
+});
+const InstallationDetail = InstallationSummary.extend({
+  events: z.object({
+    today: z.object({ day: z.string(), kept: count(), skipped: count(), tests: count().describe('`trigger.test` events queued today.') }),
+    last7Days: z.object({ from: z.string().meta({ format: 'date' }), kept: count(), skipped: count() }),
+  }),
+  queue: z.object({ depth: count(), oldestUnacknowledgedAt: nullableTime(), oldestUnacknowledgedAgeSeconds: count().nullable() }),
+  triggers: z.array(AdminTrigger),
+  connectedAccounts: count().describe('Distinct connected accounts its triggers use (the accounts the broker knows of).'),
+}).meta({ id: 'InstallationDetail' });
+const GrantEntry = GrantSummary.extend({
+  holderInstallationId: z.string().nullable().meta({ format: 'uuid' }),
+  presentedAt: timestamp(),
+}).meta({
+  id: 'GrantEntry',
+});
+const AuditEntry = z
+  .object({
+    id: z.number().int(),
+    at: timestamp(),
+    operator: z.string().describe("The admin token's `sub`, or the CLI's `--as`."),
+    tokenId: z.string().nullable().describe("The admin token's `jti`."),
+    source: z.enum(['api', 'cli', 'broker']),
+    action: z.string(),
+    target: z.string().nullable(),
+    outcome: z.string(),
+    details: z.record(z.string(), z.unknown()),
+  })
+  .meta({ id: 'AuditEntry' });
+const pageOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item), nextCursor: z.string().nullable() });
+
 /** What every admin route may answer besides its own. */
 const adminRefusals = {
   401: refusals.operatorUnauthorized,
@@ -93,9 +202,14 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
     void reply.header('cache-control', 'no-store');
   });
 
-  /** One line per change, naming the operator; tokens stay out of it. */
+  /** One line per change, naming the operator; tokens stay out of it. The record is `operator_audit`. */
   const audit = (request: FastifyRequest, action: string, details: Record<string, unknown>) =>
     request.log.info({ operator: request.operator.subject, action, ...details }, 'operator action');
+  const actor = (request: FastifyRequest): Actor => ({
+    operator: request.operator.subject,
+    tokenId: request.operator.tokenId,
+    source: 'api',
+  });
 
   const stats = {
     tags: ['operators'],
@@ -135,7 +249,18 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
   };
   app.put('/v1/admin/registration', { ...limited, schema: switchMode }, async (request) => {
     const { mode } = request.body;
-    await setRegistrationMode(db, mode);
+    const now = deps.clock.now();
+    await audited(
+      db,
+      actor(request),
+      now,
+      async (tx) => {
+        const before = await registrationMode(tx, deps.registrationMode);
+        await setRegistrationMode(tx, mode);
+        return before;
+      },
+      (before) => ({ action: 'registration.set', target: 'registration', outcome: before === mode ? `already ${mode}` : mode }),
+    );
     audit(request, 'registration', { mode });
     return { mode };
   });
@@ -156,7 +281,14 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
   };
   app.post('/v1/admin/installations/:id/disable', { ...limited, schema: disable }, async (request) => {
     const { id } = request.params;
-    const answer = await disableInstallation(db, id, deps.clock.now());
+    const now = deps.clock.now();
+    const answer = await audited(
+      db,
+      actor(request),
+      now,
+      (tx) => disableInstallation(tx, id, now),
+      (a) => ({ action: 'installation.disable', target: id, outcome: a.wasDisabled ? 'already disabled' : 'disabled' }),
+    );
     audit(request, 'disable', { installationId: id });
     return answer;
   });
@@ -176,9 +308,15 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
   };
   app.post('/v1/admin/installations/:id/enable', { ...limited, schema: enable }, async (request) => {
     const { id } = request.params;
-    const answer = await enableInstallation(db, id);
+    const answer = await audited(
+      db,
+      actor(request),
+      deps.clock.now(),
+      (tx) => enableInstallation(tx, id),
+      (a) => ({ action: 'installation.enable', target: id, outcome: a.wasDisabled ? 'enabled' : 'already enabled' }),
+    );
     audit(request, 'enable', { installationId: id });
-    return answer;
+    return { installationId: answer.installationId, disabledAt: answer.disabledAt };
   });
 
   const revoke = {
@@ -196,8 +334,90 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
   };
   app.post('/v1/admin/grants/:jti/revoke', { ...limited, schema: revoke }, async (request) => {
     const { jti } = request.params;
-    const answer = await revokeGrant(db, jti, deps.clock.now());
+    const now = deps.clock.now();
+    const answer = await audited(
+      db,
+      actor(request),
+      now,
+      (tx) => revokeGrant(tx, jti, now),
+      (a) => ({ action: 'grant.revoke', target: jti, outcome: a.revokedNow ? 'revoked' : 'already revoked' }),
+    );
     audit(request, 'revoke grant', { grantId: jti });
     return answer;
+  });
+
+  const installationList = {
+    tags: ['operators'],
+    summary: 'Find installations',
+    description:
+      'Newest first, `limit` at a time; pass `nextCursor` back as `cursor` for the next page. Filters combine. Tokens and token hashes are never part of an answer.',
+    security: operatorToken,
+    querystring: InstallationsQuery,
+    response: {
+      200: json('A page of installations.', pageOf(InstallationSummary).meta({ id: 'InstallationPage' })),
+      400: refusals.badRequest,
+      ...adminRefusals,
+    },
+  };
+  app.get('/v1/admin/installations', { ...limited, schema: installationList }, async (request) => {
+    const { limit, cursor, ...filters } = request.query;
+    return listInstallations(deps.database.sql, deps.clock.now(), filters, { limit, cursor });
+  });
+
+  const installationShow = {
+    tags: ['operators'],
+    summary: 'One installation in full',
+    description:
+      "Plan and grant, activity, today's and the last 7 days' kept/skipped events, its queue, its triggers with status and counters, and how many connected accounts its triggers use.",
+    security: operatorToken,
+    params: InstallationParams,
+    response: {
+      200: json('The installation.', InstallationDetail),
+      400: refusals.badRequest,
+      ...adminRefusals,
+      404: installationNotFound,
+    },
+  };
+  app.get('/v1/admin/installations/:id', { ...limited, schema: installationShow }, async (request) =>
+    installationDetail(db, request.params.id, deps.clock.now()),
+  );
+
+  const grantList = {
+    tags: ['operators'],
+    summary: 'Find grants',
+    description:
+      'Grants the broker has seen presented, newest issued first, `limit` at a time (`nextCursor` → `cursor`). The grant tokens themselves are never stored.',
+    security: operatorToken,
+    querystring: GrantsQuery,
+    response: {
+      200: json('A page of grants.', pageOf(GrantEntry).meta({ id: 'GrantPage' })),
+      400: refusals.badRequest,
+      ...adminRefusals,
+    },
+  };
+  app.get('/v1/admin/grants', { ...limited, schema: grantList }, async (request) => {
+    const { limit, cursor, ...filters } = request.query;
+    return listGrants(deps.database.sql, deps.clock.now(), filters, { limit, cursor });
+  });
+
+  const auditList = {
+    tags: ['operators'],
+    summary: 'The audit trail',
+    description:
+      'Every operator action (disable, enable, revoke, registration switch, import, webhook secret rotation, operator key change), newest first, each written in the same transaction as the action. Kept `AUDIT_RETENTION_DAYS` (400 by default).',
+    security: operatorToken,
+    querystring: AuditQuery,
+    response: {
+      200: json(
+        'A page of the trail.',
+        z.object({ entries: z.array(AuditEntry), nextCursor: z.string().nullable() }).meta({ id: 'AuditPage' }),
+      ),
+      400: refusals.badRequest,
+      ...adminRefusals,
+    },
+  };
+  app.get('/v1/admin/audit', { ...limited, schema: auditList }, async (request) => {
+    const { cursor, ...query } = request.query;
+    return listAudit(db, { ...query, before: cursor === undefined ? undefined : Number(cursor) });
   });
 }

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import type { Db, DbOrTransaction } from '../db/database.js';
+import type { DbOrTransaction } from '../db/database.js';
 import { grants, revokedGrants } from '../db/schema.js';
 import { forbidden } from '../errors.js';
 import type { VerifiedGrant } from './grants.js';
@@ -35,8 +35,16 @@ export async function holdGrant(db: DbOrTransaction, grant: VerifiedGrant, insta
 }
 
 /** Refuses the grant from now on, wherever it is held; revoking twice changes nothing. */
-export async function revokeGrant(db: Db, jti: string, now: Date): Promise<{ jti: string; revokedAt: string }> {
-  await db.insert(revokedGrants).values({ jti, revokedAt: now }).onConflictDoNothing();
+export async function revokeGrant(
+  db: DbOrTransaction,
+  jti: string,
+  now: Date,
+): Promise<{ jti: string; revokedAt: string; revokedNow: boolean }> {
+  const inserted = await db
+    .insert(revokedGrants)
+    .values({ jti, revokedAt: now })
+    .onConflictDoNothing()
+    .returning({ jti: revokedGrants.jti });
   const [row] = await db.select({ revokedAt: revokedGrants.revokedAt }).from(revokedGrants).where(eq(revokedGrants.jti, jti));
-  return { jti, revokedAt: (row?.revokedAt ?? now).toISOString() };
+  return { jti, revokedAt: (row?.revokedAt ?? now).toISOString(), revokedNow: inserted.length > 0 };
 }

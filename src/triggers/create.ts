@@ -13,11 +13,14 @@ import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
 import type { CreateTriggerInput } from './input.js';
 import { findTriggerByAutomation, findTriggerByComposioId, insertTrigger, selectTriggerViews, violatedUniqueConstraint } from './store.js';
+import type { TriggerTypeCache } from './types.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
 
 export interface TriggerDeps {
   readonly db: Db;
   readonly composio: ComposioGateway;
+  /** Trigger types, cached per toolkit: a create asks Composio only for the account and the upsert. */
+  readonly types: TriggerTypeCache;
   readonly log: Pick<BaseLogger, 'info' | 'warn'>;
 }
 
@@ -51,7 +54,7 @@ export async function createTrigger(
 
   // Both lookups only read; the account's answer decides first, so a foreign account is a 404
   // whatever the trigger type.
-  const [account, type] = await Promise.allSettled([ownedAccount(composio, owner, input), triggerTypeFor(composio, input)]);
+  const [account, type] = await Promise.allSettled([ownedAccount(composio, owner, input), triggerTypeFor(deps, input)]);
   if (account.status === 'rejected') throw account.reason;
   if (type.status === 'rejected') throw type.reason;
 
@@ -177,10 +180,16 @@ async function ownedAccount(composio: ComposioGateway, owner: TriggerOwner, inpu
   return account;
 }
 
-async function triggerTypeFor(composio: ComposioGateway, input: CreateTriggerInput): Promise<TriggerType> {
+/**
+ * The trigger type, from the toolkit's cached list. Only a slug the toolkit does not have is
+ * looked up on its own, to tell a type of another app (`toolkit_mismatch`) from no type at all.
+ */
+async function triggerTypeFor(deps: TriggerDeps, input: CreateTriggerInput): Promise<TriggerType> {
+  const cached = await deps.types.find(input.toolkit, input.triggerSlug);
+  if (cached) return cached;
   let type: TriggerType;
   try {
-    type = await composio.getTriggerType(input.triggerSlug);
+    type = await deps.composio.getTriggerType(input.triggerSlug);
   } catch (error) {
     if (isComposioNotFound(error)) throw notFound(`there is no trigger type ${input.triggerSlug}`, 'trigger_type_not_found');
     throw error;

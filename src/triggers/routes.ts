@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { type Clock, utcDay } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
+import { ToolkitSlug } from '../connectors/patterns.js';
 import type { Database } from '../db/database.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
@@ -12,6 +13,7 @@ import { deleteTrigger } from './delete.js';
 import { triggerNotFound } from './errors.js';
 import { CreateTriggerBody, isTriggerId, UpdateTriggerBody } from './input.js';
 import { getTrigger, listTriggers } from './list.js';
+import { type TriggerTypeCache, toTriggerTypeView } from './types.js';
 import { setTriggerEnabled } from './update.js';
 
 export interface TriggerRoutesDeps {
@@ -20,6 +22,8 @@ export interface TriggerRoutesDeps {
   clock: Clock;
   /** Composio-touching trigger requests (create, pause/resume, delete) per installation per minute. */
   requestsPerMinute: number;
+  /** Trigger types per toolkit, shared with the test events (src/events/trigger-test.ts). */
+  types: TriggerTypeCache;
 }
 
 /** Room for an 8 KB config, a full filter and JSON's escaping of both; anything larger is not a trigger. */
@@ -63,6 +67,25 @@ const Trigger = z
   })
   .meta({ id: 'Trigger' });
 
+const TypesQuery = z.strictObject({ toolkit: ToolkitSlug.describe('The app, e.g. `gmail`.') });
+const TriggerTypeBody = z
+  .object({
+    slug: z.string(),
+    name: z.string(),
+    description: z.string(),
+    polled: z.boolean().describe('Composio checks the app on an interval, rather than the app pushing events.'),
+    minimumIntervalMinutes: z
+      .number()
+      .int()
+      .nullable()
+      .describe('Polled types: the shortest `config.interval` the broker asks Composio for (15); shorter values are raised to it.'),
+    configSchema: z.record(z.string(), z.unknown()).describe('JSON Schema of `config`, as Composio describes it.'),
+    samplePayload: z
+      .record(z.string(), z.unknown())
+      .describe("Data shaped like this type's events, made from Composio's payload schema (also what `trigger.test` events carry)."),
+  })
+  .meta({ id: 'TriggerType' });
+
 const triggerNotFoundRefusal = refusal(
   "No trigger of this installation has this id (`trigger_not_found`), also for another installation's trigger.",
 );
@@ -76,7 +99,7 @@ const composioRefusals = {
 /** `/v1/triggers`: an installation's triggers on its connected accounts. */
 export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutesDeps): Promise<void> {
   const app = server.withTypeProvider<ZodTypeProvider>();
-  const domain: TriggerDeps = { db: deps.database.db, composio: deps.composio, log: app.log };
+  const domain: TriggerDeps = { db: deps.database.db, composio: deps.composio, types: deps.types, log: app.log };
   const { db } = deps.database;
   const today = () => utcDay(deps.clock.now());
   // On `onRequest`, before the body is read: a request without a valid token is refused
@@ -127,6 +150,26 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
   app.post('/v1/triggers', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: create }, async (request, reply) => {
     const { trigger, created } = await createTrigger(domain, request.installation, request.body, today());
     return reply.code(created ? 201 : 200).send(trigger);
+  });
+
+  const types = {
+    tags: ['triggers'],
+    summary: "An app's trigger types",
+    description:
+      'What the automation editor offers: each trigger type of `toolkit` with its name, description, whether it is polled (and the 15-minute floor), its config schema and a sample payload. From Composio, cached for ten minutes per app and served stale (see the `age` header) while Composio is down. An app Composio does not know has no types (an empty list).',
+    security: installationToken,
+    querystring: TypesQuery,
+    response: {
+      200: json('The trigger types.', z.object({ toolkit: z.string(), types: z.array(TriggerTypeBody) })),
+      400: refusals.badRequest,
+      401: refusals.unauthorized,
+      ...composioRefusals,
+    },
+  };
+  app.get('/v1/triggers/types', { ...composioShare, schema: types }, async (request, reply) => {
+    const { toolkit } = request.query;
+    const { types: found, ageSeconds } = await deps.types.get(toolkit);
+    return reply.header('age', String(ageSeconds)).send({ toolkit, types: found.map(toTriggerTypeView) });
   });
 
   const list = {

@@ -25,6 +25,24 @@ describe('trigger types', () => {
   });
 });
 
+describe('trigger types of a toolkit', () => {
+  it('lists them with name, description and payload schema in one request', async () => {
+    h = await startHarness();
+    const types = await h.gateway.listTriggerTypes('gmail');
+    expect(types).toEqual([
+      expect.objectContaining({
+        slug: 'GMAIL_NEW_GMAIL_MESSAGE',
+        toolkit: 'gmail',
+        name: 'New Gmail Message Received Trigger',
+        type: 'poll',
+        payloadSchema: expect.objectContaining({ type: 'object', properties: expect.objectContaining({ subject: expect.any(Object) }) }),
+      }),
+    ]);
+    expect(await h.gateway.listTriggerTypes('nosuchapp')).toEqual([]);
+    expect(h.sim.controls.requests().filter((r) => r.path.startsWith('/api/v3.1/triggers_types'))).toHaveLength(2);
+  });
+});
+
 describe('trigger instances', () => {
   it('upserts: the same configuration is the same trigger, another configuration a new one', async () => {
     h = await startHarness();
@@ -40,8 +58,9 @@ describe('trigger instances', () => {
     expect(await h.gateway.upsertTrigger(input)).toEqual(first);
     const other = await h.gateway.upsertTrigger({ ...input, config: { interval: 15, query: 'from:grace' } });
     expect(other.triggerId).not.toBe(first.triggerId);
-    // Core checks the type before upserting: two requests per upsert.
-    expect(h.sim.controls.requests().filter((r) => r.path.startsWith('/api/v3.1/triggers_types/'))).toHaveLength(3);
+    // One request per upsert: the type is not fetched again (the broker holds it already).
+    expect(h.sim.controls.requests().filter((r) => r.path.startsWith('/api/v3.1/triggers_types'))).toHaveLength(0);
+    expect(h.sim.controls.requests().filter((r) => r.path.endsWith('/upsert'))).toHaveLength(3);
   });
 
   it('lists active triggers by user, account or id, including disabled ones', async () => {

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { type Config, ConfigError, loadConfig } from '../../config.js';
 
@@ -60,5 +61,21 @@ export function cliConfig(env: CliEnv): Config {
   } catch (error) {
     if (error instanceof ConfigError) throw new CommandFailed(`invalid configuration: ${error.problems.join('; ')}`);
     throw error;
+  }
+}
+
+/** Who runs a command that changes something, for the audit trail: `--as`, else the login name. */
+export function cliOperator(value: string | undefined, env: CliEnv): string {
+  const name = (value ?? env.USER ?? env.LOGNAME ?? loginName()).trim();
+  if (name === '') throw new UsageError('--as must not be empty');
+  if (name.length > 256) throw new UsageError('--as must be at most 256 characters');
+  return name;
+}
+
+function loginName(): string {
+  try {
+    return userInfo().username || 'unknown';
+  } catch {
+    return 'unknown';
   }
 }

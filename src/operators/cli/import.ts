@@ -2,17 +2,18 @@ import { readFile } from 'node:fs/promises';
 import { detectFormat, type ExportedRecord, readExportedRecords } from '../import/records.js';
 import { checkRows } from '../import/rows.js';
 import { importInstallations } from '../import/store.js';
-import { type Command, CommandFailed, cliConfig, parseOptions, requireOption, UsageError } from './command.js';
+import { type Command, CommandFailed, cliConfig, cliOperator, parseOptions, requireOption, UsageError } from './command.js';
 import { cliLogger, describeTarget, withBrokerDatabase } from './database.js';
 
 export const importInstallationsCommand: Command = {
   name: 'import',
   summary: 'import installations exported from the first version (their tokens keep working)',
-  usage: `Usage: npm run cli -- import --file F [--format json|csv] [--dry-run]
+  usage: `Usage: npm run cli -- import --file F [--format json|csv] [--dry-run] [--as NAME]
 
   --file F        the export: a JSON array of objects, or CSV with a header row
   --format        json or csv (default: from the file's extension, else its first character)
   --dry-run       check everything, against the database too, and write nothing
+  --as NAME       who you are, for the audit trail (default: your login name)
 
 Columns: id, token_hash, composio_user_id, created_at, and optionally session_id,
 last_seen_at, disabled_at. Times are ISO 8601 (no zone means UTC) or Unix seconds/milliseconds.
@@ -27,7 +28,9 @@ left out as invalid.`,
       file: { type: 'string' },
       format: { type: 'string' },
       'dry-run': { type: 'boolean' },
+      as: { type: 'string' },
     });
+    const operator = cliOperator(values.as, env);
     const file = requireOption(values.file, '--file');
     const format = values.format;
     if (format !== undefined && format !== 'json' && format !== 'csv') throw new UsageError('--format must be json or csv');
@@ -48,7 +51,10 @@ left out as invalid.`,
     const checked = checkRows(records, new Date());
     const config = cliConfig(env);
     const outcome = await withBrokerDatabase(config, cliLogger(config, io), (database) =>
-      importInstallations(database.db, checked.valid, { dryRun }),
+      importInstallations(database.db, checked.valid, {
+        dryRun,
+        audit: { actor: { operator, tokenId: null, source: 'cli' }, at: new Date(), file, invalid: checked.invalid.length },
+      }),
     );
 
     // Row places and reasons only: a token hash is as good as a token for a lookup, so none is printed.

@@ -1,6 +1,7 @@
 import { type CliEnv, type CliIo, type Command, CommandFailed, UsageError } from './command.js';
 import { importInstallationsCommand } from './import.js';
 import { keysGenerate } from './keys.js';
+import { auditCommand, grantList, installationList, installationShow } from './lookups.js';
 import { migrate } from './migrate.js';
 import { adminToken, grantIssue } from './tokens.js';
 import { webhookRotateSecret, webhookSubscribe } from './webhook.js';
@@ -17,6 +18,10 @@ export const COMMANDS: readonly Command[] = [
   importInstallationsCommand,
   webhookSubscribe,
   webhookRotateSecret,
+  installationShow,
+  installationList,
+  grantList,
+  auditCommand,
 ];
 
 const HELP = `omb-broker operator CLI

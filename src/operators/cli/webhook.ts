@@ -1,7 +1,8 @@
 import { type ComposioGateway, gatewayForProject } from '../../composio/index.js';
 import type { Config } from '../../config.js';
-import { type CliIo, type Command, CommandFailed, cliConfig, parseOptions } from './command.js';
-import { cliLogger } from './database.js';
+import { recordAudit } from '../audit.js';
+import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions } from './command.js';
+import { cliLogger, withBrokerDatabase } from './database.js';
 
 /** The project's webhook subscription lives on Composio; these commands need the real key. */
 function gatewayFor(config: Config, io: CliIo): { composio: ComposioGateway; webhookUrl: string } {
@@ -42,17 +43,36 @@ Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
 export const webhookRotateSecret: Command = {
   name: 'webhook rotate-secret',
   summary: "give the project's webhook subscription a new signing secret",
-  usage: `Usage: npm run cli -- webhook rotate-secret
+  usage: `Usage: npm run cli -- webhook rotate-secret [--as NAME]
+
+  --as NAME       who you are, for the audit trail (default: your login name)
 
 Asks Composio for a new signing secret for the project's webhook subscription and prints it on
 stdout. Then set COMPOSIO_WEBHOOK_SECRET="<new>,<old>" on every broker (both are accepted), roll
-them, and later drop the old one. Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
+them, and later drop the old one. Needs COMPOSIO_API_KEY and PUBLIC_URL. With DATABASE_URL
+set, the rotation is recorded in the audit trail (never the secret).`,
 
   async run(args, io, env) {
-    parseOptions(args, {});
-    const { composio, webhookUrl } = gatewayFor(cliConfig(env), io);
+    const { values } = parseOptions(args, { as: { type: 'string' } });
+    const operator = cliOperator(values.as, env);
+    const config = cliConfig(env);
+    const { composio, webhookUrl } = gatewayFor(config, io);
     const subscription = await composio.setWebhookSubscription(webhookUrl);
     const { secret } = await composio.rotateWebhookSecret(subscription.id);
+    // The rotation happened on Composio; the record follows it (only the broker's own changes
+    // can share a transaction with their row).
+    if (config.databaseUrl) {
+      await withBrokerDatabase(config, cliLogger(config, io), (database) =>
+        recordAudit(
+          database.db,
+          { operator, tokenId: null, source: 'cli' },
+          { action: 'webhook.rotate-secret', target: subscription.id, outcome: 'rotated' },
+          new Date(),
+        ),
+      );
+    } else {
+      io.err('not recorded in the audit trail: DATABASE_URL is not set\n');
+    }
     printSecret(
       io,
       secret,

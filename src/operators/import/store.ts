@@ -1,5 +1,6 @@
 import type { Db } from '../../db/database.js';
 import { existingInstallationIds, insertImportedInstallations, tokenHashHolders } from '../../installations/store.js';
+import { type Actor, recordAudit } from '../audit.js';
 import type { FirstVersionInstallation } from './rows.js';
 
 export interface ImportOutcome {
@@ -24,7 +25,11 @@ class DryRunRollback extends Error {}
 export async function importInstallations(
   db: Db,
   rows: readonly { where: string; row: FirstVersionInstallation }[],
-  options: { dryRun?: boolean } = {},
+  options: {
+    dryRun?: boolean;
+    /** Recorded in the audit trail in the import's own transaction (a dry run records nothing). */
+    audit?: { actor: Actor; at: Date; file: string; invalid: number };
+  } = {},
 ): Promise<ImportOutcome> {
   const outcome: ImportOutcome = { imported: 0, skipped: [], refused: [] };
   try {
@@ -59,6 +64,21 @@ export async function importInstallations(
         }
       }
       if (options.dryRun) throw new DryRunRollback();
+      if (options.audit) {
+        const { actor, at, file, invalid } = options.audit;
+        const refused = outcome.refused.length + invalid;
+        await recordAudit(
+          tx,
+          actor,
+          {
+            action: 'installations.import',
+            target: null,
+            outcome: `imported ${outcome.imported}, skipped ${outcome.skipped.length}, invalid ${refused}`,
+            details: { file, rows: rows.length + invalid, imported: outcome.imported, skipped: outcome.skipped.length, invalid: refused },
+          },
+          at,
+        );
+      }
     });
   } catch (error) {
     if (!(error instanceof DryRunRollback)) throw error;

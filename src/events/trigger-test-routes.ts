@@ -1,0 +1,75 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Clock } from '../clock.js';
+import type { Database } from '../db/database.js';
+import { installationToken, json, refusal, refusals } from '../http/responses.js';
+import { requireInstallation } from '../installations/guard.js';
+import { triggerNotFound } from '../triggers/errors.js';
+import { isTriggerId } from '../triggers/input.js';
+import type { TriggerTypeCache } from '../triggers/types.js';
+import type { QueuedEventType } from './queue.js';
+import type { EventsRuntime } from './runtime.js';
+import { queueTriggerTest } from './trigger-test.js';
+
+export interface TriggerTestRoutesDeps {
+  database: Database;
+  clock: Clock;
+  events: Pick<EventsRuntime, 'notifier'>;
+  types: Pick<TriggerTypeCache, 'peek'>;
+  testsPerDay: number;
+  onQueued?: (type: QueuedEventType) => void;
+}
+
+const IdParams = z.object({ id: z.string().meta({ format: 'uuid' }) });
+const TestQueued = z
+  .object({
+    eventId: z.string().describe('The id of the queued `trigger.test` event.'),
+    remainingToday: z.number().int().describe('Test events this installation may still send today (UTC).'),
+  })
+  .meta({ id: 'TriggerTestQueued' });
+
+/** `POST /v1/triggers/{id}/test`: one test event into the installation's own queue. */
+export async function triggerTestRoutes(server: FastifyInstance, deps: TriggerTestRoutesDeps): Promise<void> {
+  const app = server.withTypeProvider<ZodTypeProvider>();
+  const test = {
+    tags: ['triggers'],
+    summary: 'Send a test event for a trigger',
+    description:
+      'Queues one `trigger.test` event for this trigger: the shape of its `trigger.event` (same `triggerId`, `automationId`, `toolkit`, `triggerSlug`, `connectedAccountId`), `data` a sample payload of its type, and `test: true`. Composio is not called. It wakes a waiting poll like any event, never counts against the quota, and has its own allowance of `TRIGGER_TESTS_PER_DAY` (20) per installation per UTC day; past it, `429 test_allowance_exceeded` with `retry-after`. Paused triggers and triggers that need a reconnect can be tested too.',
+    security: installationToken,
+    params: IdParams,
+    response: {
+      202: json('Queued.', TestQueued),
+      401: refusals.unauthorized,
+      404: refusal("No trigger of this installation has this id (`trigger_not_found`), also for another installation's trigger."),
+      429: refusal("Today's test events are used up (`test_allowance_exceeded`); see `retry-after`."),
+    },
+  };
+  app.post(
+    '/v1/triggers/:id/test',
+    {
+      onRequest: requireInstallation(deps.database.sql),
+      // Before validation: anything that cannot be a trigger id is the same 404 as a foreign one.
+      preValidation: async (request) => {
+        if (!isTriggerId((request.params as { id: string }).id)) throw triggerNotFound();
+      },
+      schema: test,
+    },
+    async (request, reply) => {
+      const result = await queueTriggerTest(
+        {
+          db: deps.database.db,
+          types: deps.types,
+          notifier: deps.events.notifier,
+          testsPerDay: deps.testsPerDay,
+          ...(deps.onQueued ? { onQueued: deps.onQueued } : {}),
+        },
+        request.installation.id,
+        request.params.id.toLowerCase(),
+        deps.clock.now(),
+      );
+      return reply.code(202).send(result);
+    },
+  );
+}

@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import { utcDay } from '../clock.js';
+import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { triggerNotFound } from '../triggers/errors.js';
+import { findTrigger } from '../triggers/store.js';
+import { samplePayload, type TriggerTypeCache } from '../triggers/types.js';
+import { jsonForPostgres } from './ingest.js';
+import type { QueuedEventType } from './queue.js';
+
+export interface TriggerTestDeps {
+  readonly db: Db;
+  /** Where the sample comes from: only a type this process already holds, never a Composio call. */
+  readonly types: Pick<TriggerTypeCache, 'peek'>;
+  /** Wakes the installation's waiting polls, in every broker process, once the append committed. */
+  readonly notifier: { committed(installationId: string): void };
+  /** `trigger.test` events each installation may queue per UTC day (`TRIGGER_TESTS_PER_DAY`). */
+  readonly testsPerDay: number;
+  readonly onQueued?: (type: QueuedEventType) => void;
+}
+
+export interface TriggerTestResult {
+  readonly eventId: string;
+  /** Test events this installation may still queue today. */
+  readonly remainingToday: number;
+}
+
+/**
+ * Queues one `trigger.test` event for the installation's trigger: shaped like its `trigger.event`,
+ * with a sample payload as data, outside the quota and within its own daily allowance
+ * (migrations/functions/omb_queue_trigger_test.sql). Composio is not asked anything.
+ */
+export async function queueTriggerTest(
+  deps: TriggerTestDeps,
+  installationId: string,
+  triggerId: string,
+  now: Date,
+): Promise<TriggerTestResult> {
+  const trigger = await findTrigger(deps.db, installationId, triggerId);
+  if (!trigger) throw triggerNotFound();
+  const type = deps.types.peek(trigger.toolkit, trigger.triggerSlug);
+  const data = type ? samplePayload(type.payloadSchema) : {};
+  const eventId = `trigger.test:${randomUUID()}`;
+  const [row] = await deps.db.$client<{ outcome: 'queued' | 'unknown_trigger' | 'over_allowance'; used: number | null }[]>`
+    select * from omb_queue_trigger_test(
+      ${installationId}::uuid, ${trigger.id}::uuid, ${eventId}::text, ${jsonForPostgres(data)}::jsonb,
+      ${now.toISOString()}::timestamptz, ${utcDay(now)}::date, ${deps.testsPerDay}::integer)`;
+  if (!row) throw new Error('omb_queue_trigger_test returned no row');
+  if (row.outcome === 'unknown_trigger') throw triggerNotFound();
+  if (row.outcome === 'over_allowance') {
+    const reset = new Date(`${utcDay(now)}T00:00:00.000Z`).getTime() + 86_400_000;
+    throw new AppError(
+      429,
+      'test_allowance_exceeded',
+      `this installation has sent its ${deps.testsPerDay} test events for today; more after ${new Date(reset).toISOString()}`,
+      { 'retry-after': String(Math.max(1, Math.ceil((reset - now.getTime()) / 1000))) },
+    );
+  }
+  deps.notifier.committed(installationId);
+  deps.onQueued?.('trigger.test');
+  return { eventId, remainingToday: Math.max(0, deps.testsPerDay - (row.used ?? deps.testsPerDay)) };
+}

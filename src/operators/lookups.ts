@@ -1,0 +1,267 @@
+import { utcDay } from '../clock.js';
+import type { Db, Sql } from '../db/database.js';
+import { badRequest, notFound } from '../errors.js';
+import { installationBacklog } from '../events/queue.js';
+import { selectTriggerViews } from '../triggers/store.js';
+import type { TriggerView } from '../triggers/view.js';
+
+/**
+ * What operators look up: one installation in full, and installations and grants by filters,
+ * newest first, a page at a time. Token hashes and session URLs are never selected, so no answer
+ * built here can carry one.
+ */
+
+export const MAX_PAGE = 200;
+const DAY_MS = 86_400_000;
+
+export interface GrantSummary {
+  jti: string;
+  subject: string;
+  plan: string;
+  issuedAt: string;
+  expiresAt: string;
+  revokedAt: string | null;
+}
+
+export interface InstallationSummary {
+  id: string;
+  createdAt: string;
+  lastSeenAt: string;
+  disabledAt: string | null;
+  plan: 'standard' | 'paid';
+  /** The grant this installation holds (the latest-expiring one), if any, usable or not. */
+  grant: GrantSummary | null;
+}
+
+export interface InstallationDetail extends InstallationSummary {
+  events: {
+    today: { day: string; kept: number; skipped: number; tests: number };
+    last7Days: { from: string; kept: number; skipped: number };
+  };
+  queue: { depth: number; oldestUnacknowledgedAt: string | null; oldestUnacknowledgedAgeSeconds: number | null };
+  triggers: TriggerView[];
+  /** Distinct connected accounts its triggers use: the accounts the broker itself knows of. */
+  connectedAccounts: number;
+}
+
+export interface InstallationFilters {
+  disabled?: boolean | undefined;
+  plan?: 'standard' | 'paid' | undefined;
+  lastSeenBefore?: Date | undefined;
+  lastSeenAfter?: Date | undefined;
+  grantSubject?: string | undefined;
+}
+
+export interface GrantFilters {
+  subject?: string | undefined;
+  installationId?: string | undefined;
+  revoked?: boolean | undefined;
+  expired?: boolean | undefined;
+}
+
+export interface GrantEntry extends GrantSummary {
+  holderInstallationId: string | null;
+  presentedAt: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** A page position: the sort key of the last row, as Postgres wrote it (microseconds kept), and its id. */
+function encodeCursor(key: string, id: string): string {
+  return Buffer.from(JSON.stringify([key, id]), 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string | undefined): { key: string; id: string } | null {
+  if (cursor === undefined) return null;
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') {
+      if (!Number.isNaN(Date.parse(value[0])) && value[1].length <= 256) return { key: value[0], id: value[1] };
+    }
+  } catch {
+    // answered below
+  }
+  throw badRequest('query.cursor: not a cursor this list gave out', 'invalid_cursor');
+}
+
+const iso = (value: Date | string) => new Date(value).toISOString();
+const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
+
+interface SummaryRow {
+  id: string;
+  created_at: Date;
+  created_key: string;
+  last_seen_at: Date;
+  disabled_at: Date | null;
+  paid: boolean;
+  jti: string | null;
+  subject: string | null;
+  grant_plan: string | null;
+  issued_at: Date | null;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
+
+function toSummary(row: SummaryRow): InstallationSummary {
+  return {
+    id: row.id,
+    createdAt: iso(row.created_at),
+    lastSeenAt: iso(row.last_seen_at),
+    disabledAt: isoOrNull(row.disabled_at),
+    plan: row.paid ? 'paid' : 'standard',
+    grant:
+      row.jti === null
+        ? null
+        : {
+            jti: row.jti,
+            subject: row.subject!,
+            plan: row.grant_plan!,
+            issuedAt: iso(row.issued_at!),
+            expiresAt: iso(row.expires_at!),
+            revokedAt: isoOrNull(row.revoked_at),
+          },
+  };
+}
+
+/** Installations by filters, newest first. */
+export async function listInstallations(
+  sql: Sql,
+  now: Date,
+  filters: InstallationFilters,
+  page: { limit: number; cursor?: string | undefined },
+): Promise<Page<InstallationSummary>> {
+  const after = decodeCursor(page.cursor);
+  const at = now.toISOString();
+  const rows = await sql<SummaryRow[]>`
+    select i.id, i.created_at, i.created_at::text as created_key, i.last_seen_at, i.disabled_at,
+           (p.installation_id is not null) as paid,
+           g.jti, g.subject, g.plan as grant_plan, g.issued_at, g.expires_at, r.revoked_at
+      from installations i
+      left join omb_paid_plans(${at}::timestamptz) p on p.installation_id = i.id
+      left join lateral (
+        select * from grants g where g.holder_installation_id = i.id order by g.expires_at desc, g.jti limit 1
+      ) g on true
+      left join revoked_grants r on r.jti = g.jti
+     where true
+       ${filters.disabled === undefined ? sql`` : filters.disabled ? sql`and i.disabled_at is not null` : sql`and i.disabled_at is null`}
+       ${filters.plan === undefined ? sql`` : filters.plan === 'paid' ? sql`and p.installation_id is not null` : sql`and p.installation_id is null`}
+       ${filters.lastSeenBefore === undefined ? sql`` : sql`and i.last_seen_at < ${filters.lastSeenBefore.toISOString()}::timestamptz`}
+       ${filters.lastSeenAfter === undefined ? sql`` : sql`and i.last_seen_at > ${filters.lastSeenAfter.toISOString()}::timestamptz`}
+       ${
+         filters.grantSubject === undefined
+           ? sql``
+           : sql`and exists (select 1 from grants s where s.holder_installation_id = i.id and s.subject = ${filters.grantSubject})`
+       }
+       ${after === null ? sql`` : sql`and (i.created_at, i.id) < (${after.key}::timestamptz, ${after.id}::uuid)`}
+     order by i.created_at desc, i.id desc
+     limit ${page.limit + 1}`;
+  const items = rows.slice(0, page.limit);
+  const last = items.at(-1);
+  return {
+    items: items.map(toSummary),
+    nextCursor: rows.length > page.limit && last ? encodeCursor(last.created_key, last.id) : null,
+  };
+}
+
+/** One installation in full; `404` for an unknown id. */
+export async function installationDetail(db: Db, id: string, now: Date): Promise<InstallationDetail> {
+  const sql = db.$client;
+  const at = now.toISOString();
+  const day = utcDay(now);
+  const from = utcDay(new Date(now.getTime() - 6 * DAY_MS));
+  const [rows, usage, backlog, triggers] = await Promise.all([
+    sql<(SummaryRow & { accounts: number })[]>`
+      select i.id, i.created_at, i.created_at::text as created_key, i.last_seen_at, i.disabled_at,
+             (p.installation_id is not null) as paid,
+             g.jti, g.subject, g.plan as grant_plan, g.issued_at, g.expires_at, r.revoked_at,
+             (select count(distinct t.connected_account_id)::int from triggers t where t.installation_id = i.id) as accounts
+        from installations i
+        left join omb_paid_plans(${at}::timestamptz) p on p.installation_id = i.id
+        left join lateral (
+          select * from grants g where g.holder_installation_id = i.id order by g.expires_at desc, g.jti limit 1
+        ) g on true
+        left join revoked_grants r on r.jti = g.jti
+       where i.id = ${id}`,
+    sql<{ kept_today: number; skipped_today: number; tests_today: number; kept: number; skipped: number }[]>`
+      select coalesce(sum(u.kept) filter (where u.day = ${day}::date), 0)::int as kept_today,
+             coalesce(sum(u.skipped) filter (where u.day = ${day}::date), 0)::int as skipped_today,
+             coalesce(sum(u.test_events) filter (where u.day = ${day}::date), 0)::int as tests_today,
+             coalesce(sum(u.kept), 0)::int as kept, coalesce(sum(u.skipped), 0)::int as skipped
+        from daily_usage u
+       where u.installation_id = ${id} and u.day between ${from}::date and ${day}::date`,
+    installationBacklog(sql, id),
+    selectTriggerViews(db, id, day),
+  ]);
+  const row = rows[0];
+  if (!row) throw notFound('no installation has this id', 'installation_not_found');
+  const u = usage[0] ?? { kept_today: 0, skipped_today: 0, tests_today: 0, kept: 0, skipped: 0 };
+  const oldest = backlog.oldestUnacknowledgedAt;
+  return {
+    ...toSummary(row),
+    events: {
+      today: { day, kept: u.kept_today, skipped: u.skipped_today, tests: u.tests_today },
+      last7Days: { from, kept: u.kept, skipped: u.skipped },
+    },
+    queue: {
+      depth: backlog.depth,
+      oldestUnacknowledgedAt: oldest ? oldest.toISOString() : null,
+      oldestUnacknowledgedAgeSeconds: oldest ? Math.max(0, Math.floor((now.getTime() - oldest.getTime()) / 1000)) : null,
+    },
+    triggers,
+    connectedAccounts: row.accounts,
+  };
+}
+
+interface GrantRow {
+  jti: string;
+  subject: string;
+  plan: string;
+  holder_installation_id: string | null;
+  issued_at: Date;
+  issued_key: string;
+  expires_at: Date;
+  presented_at: Date;
+  revoked_at: Date | null;
+}
+
+/** Grants the broker has seen presented, or revoked ones never presented, newest first. */
+export async function listGrants(
+  sql: Sql,
+  now: Date,
+  filters: GrantFilters,
+  page: { limit: number; cursor?: string | undefined },
+): Promise<Page<GrantEntry>> {
+  const after = decodeCursor(page.cursor);
+  const at = now.toISOString();
+  const rows = await sql<GrantRow[]>`
+    select g.jti, g.subject, g.plan, g.holder_installation_id, g.issued_at, g.issued_at::text as issued_key,
+           g.expires_at, g.presented_at, r.revoked_at
+      from grants g
+      left join revoked_grants r on r.jti = g.jti
+     where true
+       ${filters.subject === undefined ? sql`` : sql`and g.subject = ${filters.subject}`}
+       ${filters.installationId === undefined ? sql`` : sql`and g.holder_installation_id = ${filters.installationId}::uuid`}
+       ${filters.revoked === undefined ? sql`` : filters.revoked ? sql`and r.jti is not null` : sql`and r.jti is null`}
+       ${filters.expired === undefined ? sql`` : filters.expired ? sql`and g.expires_at <= ${at}::timestamptz` : sql`and g.expires_at > ${at}::timestamptz`}
+       ${after === null ? sql`` : sql`and (g.issued_at, g.jti) < (${after.key}::timestamptz, ${after.id})`}
+     order by g.issued_at desc, g.jti desc
+     limit ${page.limit + 1}`;
+  const items = rows.slice(0, page.limit);
+  const last = items.at(-1);
+  return {
+    items: items.map((g) => ({
+      jti: g.jti,
+      subject: g.subject,
+      plan: g.plan,
+      holderInstallationId: g.holder_installation_id,
+      issuedAt: iso(g.issued_at),
+      expiresAt: iso(g.expires_at),
+      presentedAt: iso(g.presented_at),
+      revokedAt: isoOrNull(g.revoked_at),
+    })),
+    nextCursor: rows.length > page.limit && last ? encodeCursor(last.issued_key, last.jti) : null,
+  };
+}
