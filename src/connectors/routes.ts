@@ -69,6 +69,7 @@ const SignInLink = z.object({
 /** Every route here answers these the same way. */
 const refused = {
   401: refusals.unauthorized,
+  403: refusals.installationDisabled,
   429: refusals.installationRateLimited,
   502: refusals.composioFailed,
 };
@@ -130,6 +131,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
       200: json('Open `url` in a browser to sign in.', SignInLink),
       400: refusals.badRequest,
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       409: refusal('The label is taken by a working account, or the app has five usable accounts.'),
       422: refusal(
         'The app has no Composio-managed sign-in (`auth_config_required`); the owner can add their own Composio project key in Settings → API keys.',

@@ -116,6 +116,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
         'A bad field (named in `error`), a trigger type or account of another app (`toolkit_mismatch`), or a configuration Composio refused (`composio_rejected`).',
       ),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: refusal(
         "Not one of this installation's accounts (`connected_account_not_found`), or no such trigger type (`trigger_type_not_found`).",
       ),
@@ -136,6 +137,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       200: json('In the order they were created.', z.object({ triggers: z.array(Trigger) })),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
     },
   };
   app.get('/v1/triggers', { ...authenticated, schema: list }, async (request) => listTriggers(db, request.installation.id, today()));
@@ -148,6 +150,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       200: json('The trigger.', Trigger),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: triggerNotFoundRefusal,
     },
   };
@@ -166,6 +169,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       200: json('The trigger after the change.', Trigger),
       400: refusals.badRequest,
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: triggerNotFoundRefusal,
       409: refusal('The trigger no longer exists on Composio (`trigger_gone`); delete it and create it again.'),
       413: refusals.tooLarge,
@@ -185,6 +189,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       204: empty('Deleted.'),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: triggerNotFoundRefusal,
       ...composioRefusals,
     },
