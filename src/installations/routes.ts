@@ -97,7 +97,8 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
       schema: {
         tags: ['installations'],
         summary: 'Check in',
-        description: 'Called at every start. Only a 401 means the token is gone; `403 installation_disabled` means the operator disabled the installation: keep the token and retry later.',
+        description:
+          'Called at every start. Only a 401 means the token is gone; `403 installation_disabled` means the operator disabled the installation: keep the token and retry later.',
         security: installationToken,
         response: {
           200: json("The installation, its plan and today's quota.", Me),
