@@ -53,6 +53,7 @@ const EnvSchema = z.object({
   QUOTA_PAID: int(0, 10_000_000).default(2000),
   EVENT_RETENTION_DAYS: int(1, 365).default(7),
   POLL_MAX_WAIT_SECONDS: int(1, 300).default(25),
+  TRIGGER_RECONNECT_CHECK_SECONDS: int(1, 60).default(15),
 
   METRICS_TOKEN: optionalString,
   METRICS_HOST: optionalString,
@@ -98,6 +99,8 @@ export interface Config {
   };
   readonly quotas: { readonly standard: number; readonly paid: number };
   readonly events: { readonly retentionDays: number; readonly pollMaxWaitSeconds: number };
+  /** How often triggers that lost their account are checked for a reconnect under their label. */
+  readonly triggers: { readonly reconnectCheckSeconds: number };
   readonly metrics: {
     readonly token: string | undefined;
     readonly host: string | undefined;
@@ -176,6 +179,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     }),
     quotas: Object.freeze({ standard: e.QUOTA_STANDARD, paid: e.QUOTA_PAID }),
     events: Object.freeze({ retentionDays: e.EVENT_RETENTION_DAYS, pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS }),
+    triggers: Object.freeze({ reconnectCheckSeconds: e.TRIGGER_RECONNECT_CHECK_SECONDS }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     trustProxy: e.TRUST_PROXY,

@@ -13,6 +13,7 @@ import { createLogger } from './logger.js';
 import { composioCallRecorder, createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/routes.js';
 import { startSandbox } from './sim/index.js';
+import { startReconnectJob } from './triggers/reconnect-job.js';
 
 /** config → database → migrations → app → listen, and the reverse on the way out. */
 async function main(): Promise<void> {
@@ -67,6 +68,15 @@ async function main(): Promise<void> {
     }
     const retention = startRetentionJob({ sql: database.sql, clock: systemClock, logger, retentionDays: config.events.retentionDays });
     closers.push(() => retention.stop());
+    const reconnect = startReconnectJob({
+      db: database.db,
+      sql: database.sql,
+      composio: composio.gateway,
+      log: logger.child({ component: 'trigger-reconnect' }),
+      clock: systemClock,
+      intervalMs: config.triggers.reconnectCheckSeconds * 1000,
+    });
+    closers.push(() => reconnect.stop());
 
     // The grace period bounds the requests; the margin is for closing the database and Postgres after them.
     closeWithGrace({ delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger }, async ({ signal, err }) => {
