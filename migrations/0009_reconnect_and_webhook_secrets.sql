@@ -9,3 +9,6 @@ CREATE TABLE "webhook_secrets" (
 --> statement-breakpoint
 -- The label of the account a trigger is on: a reconnect under that label brings the trigger back.
 ALTER TABLE "triggers" ADD COLUMN "account_alias" text;
+--> statement-breakpoint
+-- When a sign-in link under that label was last asked for: the reconnect job watches such triggers closely.
+ALTER TABLE "triggers" ADD COLUMN "reconnect_asked_at" timestamp with time zone;

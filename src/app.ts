@@ -25,6 +25,7 @@ import { operatorPublicKeys } from './operator-keys/keys.js';
 import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
 import { removeInstallation } from './removal/remove-installation.js';
+import { signInLinkNoter } from './triggers/reconnect-job.js';
 import { triggerRoutes } from './triggers/routes.js';
 
 export interface AppDeps {
@@ -109,6 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger,
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
     mcpBodyLimitBytes: config.limits.mcpBodyLimitBytes,
+    onSignInLink: signInLinkNoter(database.db, deps.clock),
   });
   await app.register(triggerRoutes, {
     database,

@@ -23,6 +23,11 @@ export interface ConnectorRoutesDeps {
   requestsPerMinute: number;
   mcpBodyLimitBytes: number;
   logger: Logger;
+  /**
+   * Told of every sign-in link made, with its label (so that triggers waiting for a reconnect
+   * under that label are looked at closely). Failures are logged, never answered.
+   */
+  onSignInLink?: (installationId: string, toolkit: string, alias: string) => Promise<void>;
 }
 
 const SlugParams = z.object({ slug: ToolkitSlug });
@@ -145,6 +150,9 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     const { alias } = request.body;
     const result = await authorize(db, composio, request.installation, slug, alias);
     request.log.info({ toolkit: slug, connectedAccountId: result.connectedAccountId }, 'sign-in link made');
+    await deps.onSignInLink?.(request.installation.id, slug, result.alias).catch((err: unknown) => {
+      request.log.warn({ err }, 'could not note the sign-in link for triggers waiting for a reconnect');
+    });
     return result;
   });
 

@@ -90,6 +90,8 @@ export const triggers = pgTable(
      * under the same label the trigger moves to the new account by itself.
      */
     accountAlias: text('account_alias'),
+    /** When a sign-in link under that label was last asked for while the trigger needed a reconnect. */
+    reconnectAskedAt: ts('reconnect_asked_at'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
   (t) => [

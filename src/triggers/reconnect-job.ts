@@ -4,7 +4,7 @@ import { sameAlias } from '../connectors/patterns.js';
 import type { Db, Sql } from '../db/database.js';
 import { composioUserIdFor } from '../installations/tokens.js';
 import { moveTriggerToAccount } from './reconnect.js';
-import { setTriggerAccountAlias, triggersNeedingReconnect } from './store.js';
+import { noteReconnectAsked, setTriggerAccountAlias, triggersNeedingReconnect } from './store.js';
 import type { TriggerRow } from './view.js';
 
 /**
@@ -20,7 +20,10 @@ import type { TriggerRow } from './view.js';
 const RECONNECT_LOCK = 7_262_011_004;
 /** Triggers looked at per run, oldest loss first. */
 const BATCH = 500;
-/** Triggers stranded longer than this are looked at on every `RARE_EVERY`-th run only. */
+/**
+ * Triggers stranded longer than this, with no sign-in link asked under their label for as
+ * long, are looked at on every `RARE_EVERY`-th run only.
+ */
 const RECENT_MS = 24 * 3_600_000;
 const RARE_EVERY = 20;
 
@@ -62,9 +65,9 @@ export async function reattachReconnectedTriggers(
 }
 
 async function reattach(deps: ReconnectDeps, now: Date, includeOld: boolean): Promise<number> {
-  const stranded = (await triggersNeedingReconnect(deps.db, BATCH)).filter(
-    (row) => includeOld || now.getTime() - row.needsReconnectAt!.getTime() < RECENT_MS,
-  );
+  const recent = (row: TriggerRow) =>
+    [row.needsReconnectAt, row.reconnectAskedAt].some((at) => at !== null && now.getTime() - at.getTime() < RECENT_MS);
+  const stranded = (await triggersNeedingReconnect(deps.db, BATCH)).filter((row) => includeOld || recent(row));
   // One look at the installation's accounts of an app serves all its triggers of that app.
   const groups = new Map<string, TriggerRow[]>();
   for (const row of stranded) {
@@ -137,8 +140,9 @@ export interface ReconnectJob {
 }
 
 /**
- * Runs `reattachReconnectedTriggers` every `intervalMs` (triggers stranded for more than a day
- * on every 20th run). Runs never overlap; failures are logged and retried on the next run.
+ * Runs `reattachReconnectedTriggers` every `intervalMs` (triggers stranded for more than a day,
+ * with no sign-in link asked under their label within a day, on every 20th run). Runs never
+ * overlap; failures are logged and retried on the next run.
  */
 export function startReconnectJob(deps: ReconnectDeps & { clock: { now(): Date }; intervalMs: number }): ReconnectJob {
   let runs = 0;
@@ -162,4 +166,12 @@ export function startReconnectJob(deps: ReconnectDeps & { clock: { now(): Date }
       await running;
     },
   };
+}
+
+/**
+ * For the connected-app routes: a sign-in link under `alias` was made, so the installation's
+ * triggers of that app waiting under that label are looked at on every run for a day.
+ */
+export function signInLinkNoter(db: Db, clock: { now(): Date }) {
+  return (installationId: string, toolkit: string, alias: string) => noteReconnectAsked(db, installationId, toolkit, alias, clock.now());
 }

@@ -1,4 +1,4 @@
-import { and, asc, eq, isNotNull } from 'drizzle-orm';
+import { and, asc, eq, isNotNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { triggerDailyUsage, triggers } from '../db/schema.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
@@ -62,7 +62,7 @@ export async function moveTriggerRow(
 ): Promise<TriggerRow | undefined> {
   const [moved] = await db
     .update(triggers)
-    .set({ ...to, needsReconnectAt: null })
+    .set({ ...to, needsReconnectAt: null, reconnectAskedAt: null })
     .where(
       and(eq(triggers.installationId, row.installationId), eq(triggers.id, row.id), eq(triggers.composioTriggerId, row.composioTriggerId)),
     )
@@ -76,6 +76,24 @@ export async function setTriggerAccountAlias(db: Db, installationId: string, id:
     .update(triggers)
     .set({ accountAlias: alias })
     .where(and(eq(triggers.installationId, installationId), eq(triggers.id, id)));
+}
+
+/**
+ * Notes that a sign-in link under `alias` was asked for: the installation's triggers of that app
+ * waiting for a reconnect under that label. Labels compare case-insensitively.
+ */
+export async function noteReconnectAsked(db: Db, installationId: string, toolkit: string, alias: string, at: Date): Promise<void> {
+  await db
+    .update(triggers)
+    .set({ reconnectAskedAt: at })
+    .where(
+      and(
+        eq(triggers.installationId, installationId),
+        eq(triggers.toolkit, toolkit),
+        isNotNull(triggers.needsReconnectAt),
+        sql`lower(trim(${triggers.accountAlias})) = ${alias.trim().toLowerCase()}`,
+      ),
+    );
 }
 
 /**

@@ -154,6 +154,31 @@ describe('after a reconnect under the same label', () => {
     expect(await job()).toEqual({ ran: true, moved: 0 });
   });
 
+  it('watches a trigger stranded for days closely again once a sign-in link under its label is asked for', async () => {
+    const { auth } = await register(t.app);
+    const work = await connect(auth, 'gmail', 'Work');
+    const trigger = await newTrigger(auth, work, { automationId: 'auto_old' });
+    await h.sim.controls.expireAccount(work);
+    await t.database.sql`update triggers set needs_reconnect_at = now() - interval '3 days' where id = ${trigger.id}`;
+    const frequentRun = () =>
+      reattachReconnectedTriggers(
+        { db: t.database.db, sql: t.database.sql, composio: h.gateway, log },
+        { now: new Date(), includeOld: false },
+      );
+
+    // Reconnected days later; the label is compared without regard to case.
+    const reconnected = await connect(auth, 'gmail', 'work');
+    const [row] = await t.database.sql<
+      { reconnect_asked_at: Date | null }[]
+    >`select reconnect_asked_at from triggers where id = ${trigger.id}`;
+    expect(row!.reconnect_asked_at).not.toBeNull();
+    expect(await frequentRun()).toEqual({ ran: true, moved: 1 });
+    expect((await call(auth, 'GET', `/v1/triggers/${trigger.id}`)).json).toMatchObject({
+      connectedAccountId: reconnected,
+      status: 'active',
+    });
+  });
+
   it('runs in one process at a time', async () => {
     const other = await t.database.sql.reserve();
     try {
