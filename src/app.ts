@@ -26,6 +26,7 @@ import { operatorPublicKeys } from './operator-keys/keys.js';
 import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
 import { removeInstallation } from './removal/remove-installation.js';
+import { signInLinkNoter } from './triggers/reconnect-job.js';
 import { triggerRoutes } from './triggers/routes.js';
 import { TriggerTypeCache } from './triggers/types.js';
 
@@ -121,6 +122,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger,
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
     mcpBodyLimitBytes: config.limits.mcpBodyLimitBytes,
+    onSignInLink: signInLinkNoter(database.db, deps.clock),
   });
   // Trigger types per toolkit: discovery and creation read them, test events take their samples.
   const triggerTypes = new TriggerTypeCache(deps.composio, deps.clock, logger);

@@ -122,6 +122,7 @@ const EnvSchema = z.object({
     .default(POLL_WAIT_CAP_SECONDS),
   AUDIT_RETENTION_DAYS: int(1, 36_500).default(400),
   TRIGGER_TESTS_PER_DAY: int(0, 10_000).default(20),
+  TRIGGER_RECONNECT_CHECK_SECONDS: int(1, 60).default(15),
 
   METRICS_TOKEN: optionalString,
   METRICS_HOST: optionalString,
@@ -176,6 +177,8 @@ export interface Config {
   };
   /** How long the operators' audit trail is kept. */
   readonly auditRetentionDays: number;
+  /** How often triggers that lost their account are checked for a reconnect under their label. */
+  readonly triggers: { readonly reconnectCheckSeconds: number };
   readonly metrics: {
     readonly token: string | undefined;
     readonly host: string | undefined;
@@ -292,6 +295,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       testsPerDay: e.TRIGGER_TESTS_PER_DAY,
     }),
     auditRetentionDays: e.AUDIT_RETENTION_DAYS,
+    triggers: Object.freeze({ reconnectCheckSeconds: e.TRIGGER_RECONNECT_CHECK_SECONDS }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     trustProxy: Array.isArray(e.TRUST_PROXY) ? Object.freeze([...e.TRUST_PROXY]) : e.TRUST_PROXY,

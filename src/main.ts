@@ -15,6 +15,7 @@ import { startMetricsServer } from './metrics/routes.js';
 import { noteOperatorKeys } from './operators/audit.js';
 import { startAuditRetentionJob } from './operators/audit-retention.js';
 import { startSandbox } from './sim/index.js';
+import { startReconnectJob } from './triggers/reconnect-job.js';
 
 /** config → database → migrations → app → listen, and the reverse on the way out. */
 async function main(): Promise<void> {
@@ -80,6 +81,15 @@ async function main(): Promise<void> {
     const kids = (config.operators.publicKeys?.keys ?? []).map((key) => String(key.kid));
     if (await noteOperatorKeys(database.db, kids, systemClock.now()))
       logger.info({ kids }, 'operator keys changed; recorded in the audit trail');
+    const reconnect = startReconnectJob({
+      db: database.db,
+      sql: database.sql,
+      composio: composio.gateway,
+      log: logger.child({ component: 'trigger-reconnect' }),
+      clock: systemClock,
+      intervalMs: config.triggers.reconnectCheckSeconds * 1000,
+    });
+    closers.push(() => reconnect.stop());
 
     // The grace period bounds the requests; the margin is for closing the database and Postgres after them.
     closeWithGrace({ delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger }, async ({ signal, err }) => {

@@ -23,6 +23,11 @@ export interface ConnectorRoutesDeps {
   requestsPerMinute: number;
   mcpBodyLimitBytes: number;
   logger: Logger;
+  /**
+   * Told of every sign-in link made, with its label (so that triggers waiting for a reconnect
+   * under that label are looked at closely). Failures are logged, never answered.
+   */
+  onSignInLink?: (installationId: string, toolkit: string, alias: string) => Promise<void>;
 }
 
 const SlugParams = z.object({ slug: ToolkitSlug });
@@ -69,6 +74,7 @@ const SignInLink = z.object({
 /** Every route here answers these the same way. */
 const refused = {
   401: refusals.unauthorized,
+  403: refusals.installationDisabled,
   429: refusals.installationRateLimited,
   502: refusals.composioFailed,
 };
@@ -130,6 +136,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
       200: json('Open `url` in a browser to sign in.', SignInLink),
       400: refusals.badRequest,
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       409: refusal('The label is taken by a working account, or the app has five usable accounts.'),
       422: refusal(
         'The app has no Composio-managed sign-in (`auth_config_required`); the owner can add their own Composio project key in Settings → API keys.',
@@ -143,6 +150,11 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     const { alias } = request.body;
     const result = await authorize(db, composio, request.installation, slug, alias);
     request.log.info({ toolkit: slug, connectedAccountId: result.connectedAccountId }, 'sign-in link made');
+    if (result.alias !== null) {
+      await deps.onSignInLink?.(request.installation.id, slug, result.alias).catch((err: unknown) => {
+        request.log.warn({ err }, 'could not note the sign-in link for triggers waiting for a reconnect');
+      });
+    }
     return result;
   });
 

@@ -43,6 +43,20 @@ export const serviceSettings = pgTable('service_settings', {
   updatedAt: ts('updated_at').notNull().defaultNow(),
 });
 
+/**
+ * The signing secrets accepted on incoming webhooks besides `COMPOSIO_WEBHOOK_SECRET`, written
+ * only by src/events/webhook-secrets.ts. Stored in clear: the HMAC needs the secret itself.
+ * A row without a secret is a rotation asked of Composio whose new secret is not known yet.
+ * A row past `expires_at` is refused, even when the same secret is still in the environment.
+ */
+export const webhookSecrets = pgTable('webhook_secrets', {
+  id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+  secret: text('secret').unique(),
+  addedAt: ts('added_at').notNull().defaultNow(),
+  /** Null: accepted until the next rotation. */
+  expiresAt: ts('expires_at'),
+});
+
 /** Paid-plan grants, by `jti`, bound to the installation that presented them last. */
 export const grants = pgTable(
   'grants',
@@ -83,8 +97,15 @@ export const triggers = pgTable(
     filter: jsonb('filter').notNull().default(sql`'{}'::jsonb`),
     config: jsonb('config').notNull().default(sql`'{}'::jsonb`),
     enabled: boolean('enabled').notNull().default(true),
-    /** Set when the connected account expired; cleared when a new trigger replaces it. */
+    /** Set when the connected account expired; cleared when the trigger is active again on a new account. */
     needsReconnectAt: ts('needs_reconnect_at'),
+    /**
+     * The label (Composio alias) of the account the trigger is on, when known: after a reconnect
+     * under the same label the trigger moves to the new account by itself.
+     */
+    accountAlias: text('account_alias'),
+    /** When a sign-in link under that label was last asked for while the trigger needed a reconnect. */
+    reconnectAskedAt: ts('reconnect_asked_at'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
   (t) => [

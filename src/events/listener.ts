@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Sql } from '../db/database.js';
-import { EVENTS_CHANNEL, INSTALLATION_DISABLED_CHANNEL } from './channels.js';
+import { EVENTS_CHANNEL, INSTALLATION_DISABLED_CHANNEL, WEBHOOK_SECRETS_CHANNEL } from './channels.js';
 import type { EventHub } from './hub.js';
 
 /**
@@ -23,6 +23,7 @@ export class EventListener {
   private checking = false;
   private wakeAllScheduled = false;
   private readonly pingPrefix = `ping:${randomUUID()}:`;
+  private readonly secretsWatchers = new Set<() => void>();
 
   constructor(
     /** Sends the heartbeat: the broker's pool. */
@@ -38,6 +39,16 @@ export class EventListener {
     await this.listen();
     this.heartbeat = setInterval(() => void this.checkHeartbeat(), this.heartbeatMs);
     this.heartbeat.unref();
+  }
+
+  /** Calls `watcher` when the accepted webhook secrets may have changed (also after a reconnect). */
+  onWebhookSecretsChanged(watcher: () => void): () => void {
+    this.secretsWatchers.add(watcher);
+    return () => this.secretsWatchers.delete(watcher);
+  }
+
+  private secretsChanged(): void {
+    for (const watcher of this.secretsWatchers) watcher();
   }
 
   async stop(): Promise<void> {
@@ -73,6 +84,9 @@ export class EventListener {
       await client.listen(INSTALLATION_DISABLED_CHANNEL, (payload) => {
         if (current()) this.hub.disable(payload);
       });
+      await client.listen(WEBHOOK_SECRETS_CHANNEL, () => {
+        if (current()) this.secretsChanged();
+      });
     } catch (error) {
       await this.dropClient();
       throw error;
@@ -91,6 +105,8 @@ export class EventListener {
     this.wakeAllScheduled = true;
     setImmediate(() => {
       this.wakeAllScheduled = false;
+      // A rotation announced while not listening would otherwise wait for the periodic re-read.
+      this.secretsChanged();
       this.log.info({ waiting: this.hub.size }, `${reason}; waking every waiting poll to re-read`);
       this.hub.wakeAll();
     });

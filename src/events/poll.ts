@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Sql } from '../db/database.js';
 import { unauthorized } from '../errors.js';
+import { installationDisabled } from '../installations/guard.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { EventHub } from './hub.js';
 import { acknowledge, type QueuedEvent, type QueueSlice, readQueue } from './queue.js';
@@ -56,7 +57,7 @@ export async function pollEvents(
           // Nobody is listening any more; whatever is answered goes nowhere.
           return { answer: answerWith(installationId, slice), shuttingDown: false };
         case 'disabled':
-          throw unauthorized();
+          throw installationDisabled();
       }
     } finally {
       subscription?.cancel();

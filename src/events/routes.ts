@@ -83,13 +83,14 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     tags: ['events'],
     summary: "Long-poll the installation's events",
     description:
-      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `401` when the installation is disabled while it waits.',
+      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits.',
     security: installationToken,
     querystring: PollQuery,
     response: {
       200: json('The next events (possibly none, after the wait).', EventBatch),
       400: refusal('A bad `limit` or `wait`, or a cursor this installation was not given or past its queue (`invalid_cursor`).'),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
     },
   };
   // The token is checked before the query is validated: without one, nothing else is said.
@@ -131,6 +132,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
       204: empty('Everything up to the cursor is acknowledged (an older cursor changes nothing).'),
       400: refusal('A missing or bad cursor (`invalid_cursor`).'),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
     },
   };
   app.post('/v1/events/ack', { preValidation: guard, schema: ack }, async (request, reply) => {

@@ -18,6 +18,8 @@ export interface EventsRuntime {
   /** Group commit for incoming trigger messages. */
   readonly batcher: IngestBatcher;
   readonly outcomes: WebhookOutcomeCounter;
+  /** Calls `watcher` whenever another process announces a change of the accepted webhook secrets. */
+  onWebhookSecretsChanged(watcher: () => void): () => void;
   /** Opens the LISTEN connection; polls are woken across processes from then on. */
   start(): Promise<void>;
   /** Answers every waiting poll now (empty), at the start of shutdown. */
@@ -46,6 +48,7 @@ export function createEventsRuntime(options: { database: Pick<Database, 'sql' | 
     notifier,
     batcher: new IngestBatcher(sql, log),
     outcomes: new WebhookOutcomeCounter(),
+    onWebhookSecretsChanged: (watcher) => listener.onWebhookSecretsChanged(watcher),
     start() {
       started ??= listener.start();
       return started;

@@ -12,13 +12,14 @@ import { ingestWebhookEvent } from './ingest.js';
 import { WEBHOOK_OUTCOMES, type WebhookOutcome } from './outcomes.js';
 import type { QueuedEventType } from './queue.js';
 import type { EventsRuntime } from './runtime.js';
+import { WebhookSecretBook } from './webhook-secrets.js';
 
 export interface WebhookRoutesDeps {
   database: Database;
   clock: Clock;
   quotas: Quotas;
   events: EventsRuntime;
-  /** Every secret currently accepted (several during a rotation). */
+  /** `COMPOSIO_WEBHOOK_SECRET`: accepted besides the stored ones (src/events/webhook-secrets.ts). */
   secrets: readonly string[];
   badWebhooksPerMinute: number;
   /** Told the type of every event appended to a queue (for metrics). */
@@ -70,6 +71,13 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
   const { clock, events } = deps;
   const limiter = new FailureLimiter(deps.badWebhooksPerMinute);
   const count = (outcome: WebhookOutcome) => events.outcomes.count(outcome);
+  const book = new WebhookSecretBook(deps.database.sql, deps.secrets, app.log.child({ component: 'webhook-secrets' }));
+  const stopWatching = events.onWebhookSecretsChanged(() => void book.reload());
+  app.addHook('onReady', async () => book.start());
+  app.addHook('onClose', async () => {
+    stopWatching();
+    book.stop();
+  });
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
@@ -92,15 +100,20 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       const receivedAt = clock.now();
       const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const eventId = header(request, 'webhook-id');
-      const verdict = verifyWebhookSignature({
-        id: eventId,
-        timestamp: header(request, 'webhook-timestamp'),
-        signatureHeader: signatureHeader(request),
-        rawBody,
-        secrets: deps.secrets,
-        nowSeconds: Math.floor(receivedAt.getTime() / 1000),
-        toleranceSeconds: SIGNATURE_TOLERANCE_SECONDS,
-      });
+      const verify = (secrets: string[]) =>
+        verifyWebhookSignature({
+          id: eventId,
+          timestamp: header(request, 'webhook-timestamp'),
+          signatureHeader: signatureHeader(request),
+          rawBody,
+          secrets,
+          nowSeconds: Math.floor(receivedAt.getTime() / 1000),
+          toleranceSeconds: SIGNATURE_TOLERANCE_SECONDS,
+        });
+      let verdict = verify(book.accepted(receivedAt));
+      // Perhaps signed with a secret this process has not heard of yet (a rotation): read them
+      // again, and during a rotation wait for the new one, rather than refuse a genuine delivery.
+      if (!verdict.ok && verdict.reason === 'bad_signature') verdict = await book.recheck(verdict, verify, () => clock.now());
       if (!verdict.ok) {
         limiter.recordFailure(request.ip, receivedAt.getTime());
         count('bad_signature');

@@ -33,7 +33,10 @@ export const uuid = () => z.string().meta({ format: 'uuid' });
 /** Refusals several routes share, with one wording each. */
 export const refusals = {
   badRequest: refusal('Malformed JSON, wrong types or a bad field (named in `error`).'),
-  unauthorized: refusal('Missing, unknown or disabled installation token (and only then).'),
+  unauthorized: refusal('Missing or unknown installation token (and only then): the installation is gone, register again.'),
+  installationDisabled: refusal(
+    'The service operator disabled this installation (`installation_disabled`). Keep the token and retry later: re-enabling restores everything it had.',
+  ),
   tooLarge: refusal('The body is over the size limit.'),
   composioFailed: refusal('Composio is down, slow or refused (`upstream_unavailable`, `upstream_rate_limited`); `error` is readable.'),
   installationRateLimited: refusal('More than the per-installation budget of connected-app requests (120 a minute by default).'),

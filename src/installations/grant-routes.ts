@@ -53,7 +53,9 @@ export async function planRoutes(server: FastifyInstance, deps: PlanRoutesDeps):
           200: json('The installation is on the paid plan.', PaidPlan),
           400: refusal('Bad body, or a grant that cannot be read or verified (`grant_malformed`, `grant_unverifiable`).'),
           401: refusals.unauthorized,
-          403: refusals.grantRefused,
+          403: refusal(
+            'A genuine grant that cannot be used here (`grant_expired`, `grant_revoked`, `grant_foreign`, `grants_not_accepted`, not valid yet or for another plan), or the operator disabled this installation (`installation_disabled`).',
+          ),
           429: refusals.rateLimited,
         },
       },

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import type { Sql } from '../db/database.js';
-import { unauthorized } from '../errors.js';
+import { forbidden, unauthorized } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import { authenticate, type Installation } from './installations.js';
 
@@ -12,14 +12,24 @@ declare module 'fastify' {
 }
 
 /**
- * The pre-handler of every installation route: `401` for a missing, unknown or disabled token
- * (and only then), `cache-control: no-store` on everything it lets through.
+ * The refusal of every installation route for an installation an operator disabled. Not `401`:
+ * the existing client registers anew on `401` (and would leave its accounts behind), but keeps
+ * its token on anything else and retries later, so re-enabling restores it as it was.
+ */
+export const installationDisabled = () =>
+  forbidden('this installation is disabled by the service operator; try again later', 'installation_disabled');
+
+/**
+ * The pre-handler of every installation route: `401` for a missing or unknown token (and only
+ * then), `403 installation_disabled` for a disabled installation's token, `cache-control:
+ * no-store` on everything it lets through.
  */
 export function requireInstallation(sql: Sql): preHandlerAsyncHookHandler {
   return async function installationGuard(request: FastifyRequest, reply: FastifyReply) {
     const token = bearerToken(request);
     const installation = token === null ? null : await authenticate(sql, token);
     if (!installation) throw unauthorized();
+    if (installation === 'disabled') throw installationDisabled();
     request.installation = installation;
     void reply.header('cache-control', 'no-store');
   };

@@ -155,10 +155,12 @@ describe('GET /v1/me', () => {
     expect(response.json()).toEqual({ error: 'missing or invalid installation token', code: 'unauthorized' });
   });
 
-  it('answers 401 for a disabled installation', async () => {
+  it('answers 403 installation_disabled (not 401) for a disabled installation', async () => {
     const { installationId, auth } = await register(t.app);
     await t.database.sql`update installations set disabled_at = now() where id = ${installationId}`;
-    expect((await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(401);
+    const response = await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth });
+    expect(response.statusCode).toBe(403);
+    expect(response.json()).toEqual({ error: expect.any(String), code: 'installation_disabled' });
   });
 
   it('records last_seen_at without writing on every request', async () => {

@@ -40,14 +40,16 @@ export async function registerInstallation(
 const LAST_SEEN_RESOLUTION_SECONDS = 60;
 
 /**
- * The installation a bearer token names, or null when the token is unknown or disabled.
+ * The installation a bearer token names; `'disabled'` when an operator disabled it (the token is
+ * known, but refused until re-enabled); null when the token is unknown.
  * One round trip; it refreshes `last_seen_at` only when the stored one is older than a minute,
  * so a busy installation does not write on every request.
  */
-export async function authenticate(sql: Sql, token: string): Promise<Installation | null> {
+export async function authenticate(sql: Sql, token: string): Promise<Installation | 'disabled' | null> {
   if (!TOKEN_PATTERN.test(token)) return null;
   const row = await checkIn(sql, hashToken(token), LAST_SEEN_RESOLUTION_SECONDS);
   if (!row) return null;
+  if (row.disabled) return 'disabled';
   return {
     id: row.id,
     composioUserId: row.composio_user_id,

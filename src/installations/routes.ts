@@ -97,11 +97,13 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
       schema: {
         tags: ['installations'],
         summary: 'Check in',
-        description: 'Called at every start. Only a 401 means the token is gone.',
+        description:
+          'Called at every start. Only a 401 means the token is gone; `403 installation_disabled` means the operator disabled the installation: keep the token and retry later.',
         security: installationToken,
         response: {
           200: json("The installation, its plan and today's quota.", Me),
           401: refusals.unauthorized,
+          403: refusals.installationDisabled,
         },
       },
     },
@@ -116,6 +118,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
     response: {
       204: empty('Removed.'),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       502: refusals.composioFailed,
     },
   };

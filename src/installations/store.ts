@@ -22,6 +22,8 @@ export async function insertInstallation(db: DbOrTransaction, row: NewInstallati
 
 export interface CheckedInRow {
   id: string;
+  /** Set when an operator disabled the installation: the token is known but refused. */
+  disabled: boolean;
   composio_user_id: string;
   session_id: string | null;
   session_mcp_url: string | null;
@@ -29,23 +31,24 @@ export interface CheckedInRow {
 }
 
 /**
- * The enabled installation holding this token hash, recording that it was seen. One round trip;
- * `last_seen_at` is written only when the stored one is older than `resolutionSeconds`, so a
- * busy installation does not write on every request.
+ * The installation holding this token hash (enabled or not), recording that an enabled one was
+ * seen. One round trip; `last_seen_at` is written only when the stored one is older than
+ * `resolutionSeconds`, so a busy installation does not write on every request.
  */
 export async function checkIn(sql: Sql, tokenHash: string, resolutionSeconds: number): Promise<CheckedInRow | null> {
   const rows = await sql<CheckedInRow[]>`
     with found as (
-      select id, composio_user_id, session_id, session_mcp_url, created_at, last_seen_at
+      select id, composio_user_id, session_id, session_mcp_url, created_at, last_seen_at, disabled_at
       from installations
-      where token_hash = ${tokenHash} and disabled_at is null
+      where token_hash = ${tokenHash}
     ), touched as (
       update installations set last_seen_at = now()
       from found
       where installations.id = found.id
+        and found.disabled_at is null
         and found.last_seen_at < now() - make_interval(secs => ${resolutionSeconds})
     )
-    select id, composio_user_id, session_id, session_mcp_url, created_at from found`;
+    select id, disabled_at is not null as disabled, composio_user_id, session_id, session_mcp_url, created_at from found`;
   return rows[0] ?? null;
 }
 

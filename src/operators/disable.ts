@@ -13,7 +13,7 @@ export interface InstallationSwitch {
 const unknownInstallation = () => notFound('no installation has this id', 'installation_not_found');
 
 /**
- * Disables an installation: from the commit on, its token gets `401` everywhere. The notification
+ * Disables an installation: from the commit on, its token gets `403 installation_disabled` everywhere. The notification
  * is sent in the same transaction, so Postgres delivers it only once the update is visible and
  * a woken poll re-checking the token finds it disabled. Disabling twice keeps the first time.
  */

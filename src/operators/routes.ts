@@ -269,7 +269,7 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
     tags: ['operators'],
     summary: 'Disable an installation',
     description:
-      'Its token gets `401` at once on every route and every broker process, and its open long-polls end with `401`. Disabling twice keeps the first time.',
+      'Its token gets `403 installation_disabled` at once on every installation route and every broker process (not `401`, on which the app would register anew), and its open long-polls end the same way. Enabling restores everything it had. Disabling twice keeps the first time.',
     security: operatorToken,
     params: InstallationParams,
     response: {

@@ -86,6 +86,7 @@ export async function createTrigger(
       toolkit: input.toolkit,
       triggerSlug: input.triggerSlug,
       connectedAccountId: account.value.id,
+      accountAlias: account.value.alias,
       composioTriggerId: triggerId,
       filter: input.filter,
       config: input.config,
@@ -114,7 +115,7 @@ async function repeatOf(
   if (!sameDefinition(existing, input)) {
     if (existing.needsReconnectAt !== null) {
       throw conflict(
-        `automation ${input.automationId}'s trigger lost its account; delete it, then create it with the reconnected account`,
+        `automation ${input.automationId}'s trigger lost its account; reconnect the account under the same label and it comes back by itself, or PATCH it with the new connectedAccountId`,
         'automation_conflict',
       );
     }

@@ -77,9 +77,15 @@ describe('CreateTriggerBody', () => {
 });
 
 describe('UpdateTriggerBody', () => {
-  it('takes exactly a boolean enabled', () => {
+  it('takes a boolean enabled, an account id to move to, or both, and nothing else', () => {
     expect(parseInput(UpdateTriggerBody, { enabled: false }, 'body')).toEqual({ enabled: false });
-    expect(() => parseInput(UpdateTriggerBody, {}, 'body')).toThrow('body.enabled: is required');
+    expect(parseInput(UpdateTriggerBody, { connectedAccountId: 'ca_new' }, 'body')).toEqual({ connectedAccountId: 'ca_new' });
+    expect(parseInput(UpdateTriggerBody, { connectedAccountId: 'ca_new', enabled: true }, 'body')).toEqual({
+      connectedAccountId: 'ca_new',
+      enabled: true,
+    });
+    expect(() => parseInput(UpdateTriggerBody, {}, 'body')).toThrow('give enabled, connectedAccountId, or both');
+    expect(() => parseInput(UpdateTriggerBody, { connectedAccountId: '../x' }, 'body')).toThrow('body.connectedAccountId: ');
     expect(() => parseInput(UpdateTriggerBody, { enabled: 1 }, 'body')).toThrow('body.enabled: ');
     expect(() => parseInput(UpdateTriggerBody, { enabled: true, name: 'x' }, 'body')).toThrow('body: unknown field name');
   });

@@ -71,7 +71,17 @@ export const CreateTriggerBody = z
 
 export type CreateTriggerInput = z.output<typeof CreateTriggerBody>;
 
-export const UpdateTriggerBody = z.strictObject({ enabled: z.boolean() });
+/** Pause or resume, move to another account of the installation, or both (the move first). */
+export const UpdateTriggerBody = z
+  .strictObject({
+    enabled: z.boolean().optional(),
+    connectedAccountId: ConnectedAccountId.optional().describe(
+      "Moves the trigger to this ACTIVE account of the installation's, of the same app: same id, automation, filter, config and counters.",
+    ),
+  })
+  .refine((body) => body.enabled !== undefined || body.connectedAccountId !== undefined, {
+    message: 'give enabled, connectedAccountId, or both',
+  });
 
 /** Trigger ids are UUIDs; anything else names no trigger (404), and never reaches Postgres. */
 const TRIGGER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -13,8 +13,10 @@ import { deleteTrigger } from './delete.js';
 import { triggerNotFound } from './errors.js';
 import { CreateTriggerBody, isTriggerId, UpdateTriggerBody } from './input.js';
 import { getTrigger, listTriggers } from './list.js';
+import { rebindTrigger } from './reconnect.js';
 import { type TriggerTypeCache, toTriggerTypeView } from './types.js';
 import { setTriggerEnabled } from './update.js';
+import type { TriggerView } from './view.js';
 
 export interface TriggerRoutesDeps {
   database: Database;
@@ -139,6 +141,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
         'A bad field (named in `error`), a trigger type or account of another app (`toolkit_mismatch`), or a configuration Composio refused (`composio_rejected`).',
       ),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: refusal(
         "Not one of this installation's accounts (`connected_account_not_found`), or no such trigger type (`trigger_type_not_found`).",
       ),
@@ -179,6 +182,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       200: json('In the order they were created.', z.object({ triggers: z.array(Trigger) })),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
     },
   };
   app.get('/v1/triggers', { ...authenticated, schema: list }, async (request) => listTriggers(db, request.installation.id, today()));
@@ -191,6 +195,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       200: json('The trigger.', Trigger),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: triggerNotFoundRefusal,
     },
   };
@@ -200,24 +205,35 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
 
   const update = {
     tags: ['triggers'],
-    summary: 'Pause or resume a trigger',
-    description: 'Switched on Composio first, then stored.',
+    summary: 'Pause, resume or move a trigger',
+    description:
+      "`enabled` is switched on Composio first, then stored. `connectedAccountId` moves the trigger to another of the installation's accounts of the same app, which must be `ACTIVE` (checked with Composio, like create): its Composio trigger is made anew there and the old one deleted, and it keeps its id, automation, filter, config, on/off state and today's counters. A trigger that needs a reconnect comes back by itself once an account under its old label is `ACTIVE`; this is the explicit way.",
     security: installationToken,
     params: IdParams,
     body: UpdateTriggerBody,
     response: {
       200: json('The trigger after the change.', Trigger),
-      400: refusals.badRequest,
+      400: refusal('A bad field (named in `error`), or an account of another app (`toolkit_mismatch`).'),
       401: refusals.unauthorized,
-      404: triggerNotFoundRefusal,
-      409: refusal('The trigger no longer exists on Composio (`trigger_gone`); delete it and create it again.'),
+      403: refusals.installationDisabled,
+      404: refusal(
+        "No trigger of this installation has this id (`trigger_not_found`), or the account is not one of this installation's (`connected_account_not_found`).",
+      ),
+      409: refusal(
+        'The trigger no longer exists on Composio (`trigger_gone`); the new account is signed out (`reconnect_required`); another automation has this trigger on it (`trigger_duplicate`).',
+      ),
       413: refusals.tooLarge,
       ...composioRefusals,
     },
   };
-  app.patch('/v1/triggers/:id', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: update }, async (request) =>
-    setTriggerEnabled(domain, request.installation.id, triggerId(request), request.body.enabled, today()),
-  );
+  app.patch('/v1/triggers/:id', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: update }, async (request) => {
+    const { enabled, connectedAccountId } = request.body;
+    const id = triggerId(request);
+    let trigger: TriggerView | undefined;
+    if (connectedAccountId !== undefined) trigger = await rebindTrigger(domain, request.installation, id, connectedAccountId, today());
+    if (enabled !== undefined) trigger = await setTriggerEnabled(domain, request.installation.id, id, enabled, today());
+    return trigger!;
+  });
 
   const remove = {
     tags: ['triggers'],
@@ -228,6 +244,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       204: empty('Deleted.'),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: triggerNotFoundRefusal,
       ...composioRefusals,
     },

@@ -1,4 +1,4 @@
-import { and, asc, eq } from 'drizzle-orm';
+import { and, asc, eq, isNotNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { triggerDailyUsage, triggers } from '../db/schema.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
@@ -49,6 +49,64 @@ export async function setTriggerRowEnabled(db: Db, installationId: string, id: s
     .where(and(eq(triggers.installationId, installationId), eq(triggers.id, id)))
     .returning();
   return row;
+}
+
+/**
+ * Points the trigger at another account and its Composio trigger, and clears `needs_reconnect`;
+ * only if the row still holds the Composio trigger it was read with (a concurrent change wins).
+ */
+export async function moveTriggerRow(
+  db: Db,
+  row: Pick<TriggerRow, 'id' | 'installationId' | 'composioTriggerId'>,
+  to: { connectedAccountId: string; composioTriggerId: string; accountAlias: string | null },
+): Promise<TriggerRow | undefined> {
+  const [moved] = await db
+    .update(triggers)
+    .set({ ...to, needsReconnectAt: null, reconnectAskedAt: null })
+    .where(
+      and(eq(triggers.installationId, row.installationId), eq(triggers.id, row.id), eq(triggers.composioTriggerId, row.composioTriggerId)),
+    )
+    .returning();
+  return moved;
+}
+
+/** Records the label of the account a trigger is on (learnt after the trigger was made). */
+export async function setTriggerAccountAlias(db: Db, installationId: string, id: string, alias: string): Promise<void> {
+  await db
+    .update(triggers)
+    .set({ accountAlias: alias })
+    .where(and(eq(triggers.installationId, installationId), eq(triggers.id, id)));
+}
+
+/**
+ * Notes that a sign-in link under `alias` was asked for: the installation's triggers of that app
+ * waiting for a reconnect under that label. Labels compare case-insensitively.
+ */
+export async function noteReconnectAsked(db: Db, installationId: string, toolkit: string, alias: string, at: Date): Promise<void> {
+  await db
+    .update(triggers)
+    .set({ reconnectAskedAt: at })
+    .where(
+      and(
+        eq(triggers.installationId, installationId),
+        eq(triggers.toolkit, toolkit),
+        isNotNull(triggers.needsReconnectAt),
+        sql`lower(trim(${triggers.accountAlias})) = ${alias.trim().toLowerCase()}`,
+      ),
+    );
+}
+
+/**
+ * Triggers of every installation that lost their account, oldest loss first: what the
+ * reconnect job looks at. Each write that follows is scoped by the row's own installation.
+ */
+export async function triggersNeedingReconnect(db: Db, limit: number): Promise<TriggerRow[]> {
+  return db
+    .select()
+    .from(triggers)
+    .where(isNotNull(triggers.needsReconnectAt))
+    .orderBy(asc(triggers.needsReconnectAt), asc(triggers.id))
+    .limit(limit);
 }
 
 export async function deleteTriggerRow(db: Db, installationId: string, id: string): Promise<boolean> {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createComposioGateway } from '../../src/composio/index.js';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { linkToken, silentLogger } from '../composio/harness.js';
+import { adminClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from '../operators/support.js';
 import { buildTestApp, type TestApp } from '../support/app.js';
 
 /**
@@ -26,8 +27,10 @@ function shownError(status: number, body: any): string {
 let sim: Simulator;
 let t: TestApp;
 let broker: string;
+let operator: TestOperatorKey;
 
 beforeAll(async () => {
+  operator = await operatorKey('op-existing-client');
   sim = await startSimulator({ apiKey: 'sim_client_key', logger: false, consentLinkOrigin: 'https://connect.composio.dev' });
   const composio = createComposioGateway({
     apiKey: sim.apiKey,
@@ -36,7 +39,7 @@ beforeAll(async () => {
     timeoutMs: 5000,
     logger: silentLogger,
   });
-  t = await buildTestApp({ CONNECTOR_REQUESTS_PER_MINUTE: '1000' }, { composio });
+  t = await buildTestApp({ CONNECTOR_REQUESTS_PER_MINUTE: '1000', ...trusting(operator) }, { composio });
   broker = (await t.app.listen({ port: 0, host: '127.0.0.1' })).replace(/\/$/, '');
 });
 afterAll(async () => {
@@ -81,6 +84,13 @@ class ExistingClient {
   async checkIn() {
     const r = await this.call('GET', '/v1/me', undefined, {}, 8000);
     return r.status;
+  }
+
+  /** What the app does at every start: check in, and register anew only when told `401`. */
+  async start(): Promise<'kept' | 'registered'> {
+    if ((await this.checkIn()) !== 401) return 'kept';
+    await this.register();
+    return 'registered';
   }
 
   connected() {
@@ -185,6 +195,38 @@ describe('the existing client, unchanged', () => {
     const stale = new ExistingClient(broker);
     stale.token = 'f'.repeat(64);
     expect(await stale.checkIn()).toBe(401);
+  });
+
+  it('keeps its token and its accounts through an operator’s disable, and is whole again once re-enabled', async () => {
+    const client = new ExistingClient(broker);
+    const { installationId } = await client.register();
+    const token = client.token;
+    const work = await client.authorize('gmail', 'work');
+    sim.controls.authorizeLink(linkToken(work.json.url));
+    const admin = async (action: 'disable' | 'enable') => {
+      const bearer = await signClaims(operator, adminClaims(t.clock.now()));
+      const r = await fetch(`${broker}/v1/admin/installations/${installationId}/${action}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}` },
+      });
+      expect(r.status).toBe(200);
+    };
+
+    await admin('disable');
+    const refused = await client.connected();
+    expect(refused.status).toBe(403);
+    expect(refused.json).toEqual({ error: expect.any(String), code: 'installation_disabled' });
+    expect(await client.checkIn()).toBe(403);
+    // The app restarts while disabled: it keeps its token instead of registering a new installation.
+    expect(await client.start()).toBe('kept');
+    expect(client.token).toBe(token);
+
+    await admin('enable');
+    expect(await client.start()).toBe('kept');
+    expect(client.token).toBe(token);
+    const inventory = await client.connected();
+    expect(inventory.status).toBe(200);
+    expect(inventory.json.services.gmail.accounts).toEqual([{ id: work.json.connectedAccountId, alias: 'work', status: 'ACTIVE' }]);
   });
 
   it('never sees another installation’s accounts', async () => {

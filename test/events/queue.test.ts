@@ -210,7 +210,7 @@ describe('the long poll', () => {
     }
   });
 
-  it('ends with 401 at once when an operator disables the installation', async () => {
+  it('ends with 403 installation_disabled at once when an operator disables the installation', async () => {
     const { auth, installationId } = await setup();
     const waiting = poll(auth, { wait: 20 });
     await until(() => t.events.hub.size === 1);
@@ -220,8 +220,8 @@ describe('the long poll', () => {
       await tx`select pg_notify('omb_installation_disabled', ${installationId})`;
     });
     const response = await waiting;
-    expect(response.statusCode).toBe(401);
-    expect(response.json()).toMatchObject({ code: 'unauthorized' });
+    expect(response.statusCode).toBe(403);
+    expect(response.json()).toMatchObject({ code: 'installation_disabled' });
     expect(performance.now() - started).toBeLessThan(2_000);
   });
 });

@@ -146,7 +146,7 @@ describe('registration switch', () => {
 });
 
 describe('disable and enable', () => {
-  it('answers 401 to a disabled installation at once, and 200 again once enabled', async () => {
+  it('answers 403 installation_disabled to a disabled installation at once, and 200 again once enabled', async () => {
     const { installationId, auth } = await register(t.app);
     const notifications: string[] = [];
     const listener = await t.database.sql.listen(INSTALLATION_DISABLED_CHANNEL, (payload) => notifications.push(payload));
@@ -154,7 +154,9 @@ describe('disable and enable', () => {
       const disabled = await admin('POST', `/v1/admin/installations/${installationId}/disable`);
       expect(disabled.statusCode).toBe(200);
       expect(disabled.json()).toEqual({ installationId, disabledAt: expect.any(String) });
-      expect((await me(auth)).statusCode).toBe(401);
+      const refused = await me(auth);
+      expect(refused.statusCode).toBe(403);
+      expect(refused.json()).toEqual({ error: expect.any(String), code: 'installation_disabled' });
       await expect.poll(() => notifications).toEqual([installationId]);
 
       const again = await admin('POST', `/v1/admin/installations/${installationId}/disable`);

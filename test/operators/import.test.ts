@@ -125,7 +125,7 @@ describe('import of first-version installations', () => {
     expect(new Date(row!.last_seen_at).toISOString()).toBe('2025-06-01T10:00:00.000Z');
     expect(row!.session_id).toBeNull();
     expect((await me(plain.token)).statusCode).toBe(200);
-    expect((await me(disabled.token)).statusCode).toBe(401);
+    expect((await me(disabled.token)).statusCode).toBe(403);
     const [off] = await t.database.sql`select disabled_at from installations where id = ${disabled.row.id}`;
     expect(new Date(off!.disabled_at).toISOString()).toBe('2025-05-05T03:05:05.000Z');
 

@@ -135,10 +135,10 @@ describe('two broker processes on one database', () => {
     const disabled = await call(a, 'POST', `/v1/admin/installations/${who.installationId}/disable`, await asOperator());
     expect(disabled.status).toBe(200);
     const ended = await poll.answer;
-    expect(ended.status).toBe(401);
-    expect(ended.body).toEqual({ error: expect.any(String), code: 'unauthorized' });
+    expect(ended.status).toBe(403);
+    expect(ended.body).toEqual({ error: expect.any(String), code: 'installation_disabled' });
     expect(ended.at - disabled.at).toBeLessThan(1000);
-    expect((await call(b, 'GET', '/v1/me', who.auth)).status).toBe(401);
+    expect((await call(b, 'GET', '/v1/me', who.auth)).status).toBe(403);
 
     expect((await call(b, 'POST', `/v1/admin/installations/${who.installationId}/enable`, await asOperator())).status).toBe(200);
     expect((await call(a, 'GET', '/v1/me', who.auth)).status).toBe(200);

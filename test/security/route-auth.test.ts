@@ -116,14 +116,16 @@ describe('installation routes', () => {
   });
 
   it.each(installationRoutes.map((route) => [route.name, route] as const))(
-    '%s: 401 for a missing, an unknown and a disabled token',
+    '%s: 401 for a missing and an unknown token, 403 installation_disabled for a disabled one',
     async (_name, route) => {
       const unknown = `Bearer ${randomBytes(32).toString('hex')}`;
-      const responses = await refusedWithoutEffect(route, [undefined, unknown, `Bearer ${disabledToken}`]);
-      for (const response of responses) {
+      const [missing, unknownToken, disabled] = await refusedWithoutEffect(route, [undefined, unknown, `Bearer ${disabledToken}`]);
+      for (const response of [missing!, unknownToken!]) {
         expect(response.statusCode).toBe(401);
         expect(response.json()).toEqual({ error: expect.any(String), code: 'unauthorized' });
       }
+      expect(disabled!.statusCode).toBe(403);
+      expect(disabled!.json()).toEqual({ error: expect.any(String), code: 'installation_disabled' });
     },
   );
 });

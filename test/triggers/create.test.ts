@@ -184,7 +184,10 @@ describe('idempotency on automationId', () => {
     await world.t.database.sql`update triggers set needs_reconnect_at = now() where id = ${created.json().id}`;
     const response = await createTrigger(world, a, gmailBody('ca_reconnected'));
     expect(response.statusCode).toBe(409);
-    expect(response.json()).toEqual({ error: expect.stringContaining('lost its account; delete it'), code: 'automation_conflict' });
+    expect(response.json()).toEqual({
+      error: expect.stringContaining('lost its account; reconnect the account under the same label'),
+      code: 'automation_conflict',
+    });
   });
 
   it('keeps automation ids per installation: another installation may use the same one', async () => {

@@ -1,7 +1,8 @@
 import { type ComposioGateway, gatewayForProject } from '../../composio/index.js';
 import type { Config } from '../../config.js';
+import { rotateWebhookSecret } from '../../events/webhook-secrets.js';
 import { recordAudit } from '../audit.js';
-import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions } from './command.js';
+import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions, UsageError } from './command.js';
 import { cliLogger, withBrokerDatabase } from './database.js';
 
 /** The project's webhook subscription lives on Composio; these commands need the real key. */
@@ -24,7 +25,8 @@ export const webhookSubscribe: Command = {
 
 Creates or updates the project's one webhook subscription (V3; trigger messages and expired
 accounts) to deliver to PUBLIC_URL/v1/webhooks/composio. When Composio answers with the signing
-secret it is printed on stdout: put it in COMPOSIO_WEBHOOK_SECRET on every broker.
+secret it is printed on stdout: put it in COMPOSIO_WEBHOOK_SECRET on every broker (later
+rotations need no restart: see "webhook rotate-secret").
 Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
 
   async run(args, io, env) {
@@ -40,43 +42,64 @@ Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
   },
 };
 
+/** `--keep-old-for`: a number and a unit, `s`, `m`, `h` or `d` (`90m`, `24h`, `2d`). */
+export function overlapMs(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(s|m|h|d)$/.exec(value.trim());
+  const unit = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+  const ms = match ? Number(match[1]) * unit[match[2] as keyof typeof unit] : Number.NaN;
+  if (!Number.isFinite(ms) || ms <= 0 || ms > 30 * 86_400_000) {
+    throw new UsageError('--keep-old-for must be a duration such as 30m, 24h or 2d (above 0, at most 30d)');
+  }
+  return ms;
+}
+
 export const webhookRotateSecret: Command = {
   name: 'webhook rotate-secret',
-  summary: "give the project's webhook subscription a new signing secret",
-  usage: `Usage: npm run cli -- webhook rotate-secret [--as NAME]
+  summary: "give the project's webhook subscription a new signing secret, with no delivery refused",
+  usage: `Usage: npm run cli -- webhook rotate-secret [--keep-old-for 24h] [--as NAME]
 
-  --as NAME       who you are, for the audit trail (default: your login name)
+Rotates the signing secret of the project's webhook subscription while every broker keeps
+running, and refuses no delivery:
+  1. tells every broker (through the database) that a rotation is under way, so a delivery
+     signed with the secret Composio is about to make is held, not refused, until step 3;
+  2. asks Composio for the new secret;
+  3. stores it as accepted in the database (every broker follows within a second), and keeps
+     the secrets accepted until now (stored ones and COMPOSIO_WEBHOOK_SECRET) accepted for
+     --keep-old-for more, after which they are refused by themselves.
+Nothing needs restarting; COMPOSIO_WEBHOOK_SECRET may keep its old value. The new secret is
+printed on stdout (keep it as a spare; the brokers already have it).
 
-Asks Composio for a new signing secret for the project's webhook subscription and prints it on
-stdout. Then set COMPOSIO_WEBHOOK_SECRET="<new>,<old>" on every broker (both are accepted), roll
-them, and later drop the old one. Needs COMPOSIO_API_KEY and PUBLIC_URL. With DATABASE_URL
-set, the rotation is recorded in the audit trail (never the secret).`,
+  --keep-old-for  how long deliveries signed with the old secret stay accepted: 30m, 24h, 2d
+                  (default 24h, at most 30d)
+
+Needs COMPOSIO_API_KEY, PUBLIC_URL and the brokers' database (DATABASE_URL, or DATA_DIR's
+embedded Postgres while no broker runs on it).`,
 
   async run(args, io, env) {
-    const { values } = parseOptions(args, { as: { type: 'string' } });
+    const { values } = parseOptions(args, { 'keep-old-for': { type: 'string' }, as: { type: 'string' } });
+    const keepOldForMs = overlapMs(values['keep-old-for'] ?? '24h');
     const operator = cliOperator(values.as, env);
     const config = cliConfig(env);
     const { composio, webhookUrl } = gatewayFor(config, io);
-    const subscription = await composio.setWebhookSubscription(webhookUrl);
-    const { secret } = await composio.rotateWebhookSecret(subscription.id);
-    // The rotation happened on Composio; the record follows it (only the broker's own changes
-    // can share a transaction with their row).
-    if (config.databaseUrl) {
-      await withBrokerDatabase(config, cliLogger(config, io), (database) =>
-        recordAudit(
-          database.db,
-          { operator, tokenId: null, source: 'cli' },
-          { action: 'webhook.rotate-secret', target: subscription.id, outcome: 'rotated' },
-          new Date(),
-        ),
+    const rotation = await withBrokerDatabase(config, cliLogger(config, io), async (database) => {
+      const rotated = await rotateWebhookSecret(
+        { sql: database.sql, composio, environmentSecrets: config.composio.webhookSecrets },
+        { webhookUrl, keepOldForMs, now: new Date() },
       );
-    } else {
-      io.err('not recorded in the audit trail: DATABASE_URL is not set\n');
-    }
+      // The rotation happened on Composio; its record follows it (never the secret).
+      await recordAudit(
+        database.db,
+        { operator, tokenId: null, source: 'cli' },
+        { action: 'webhook.rotate-secret', target: rotated.subscriptionId, outcome: 'rotated' },
+        new Date(),
+      );
+      return rotated;
+    });
     printSecret(
       io,
-      secret,
-      `new signing secret for subscription ${subscription.id} above; configure COMPOSIO_WEBHOOK_SECRET="<new>,<old>" on every broker now\n`,
+      rotation.secret,
+      `new signing secret for subscription ${rotation.subscriptionId} above: every broker accepts it now; ` +
+        `the old ones are accepted until ${rotation.oldExpireAt.toISOString()}\n`,
     );
     return 0;
   },

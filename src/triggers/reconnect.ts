@@ -1,0 +1,126 @@
+import type { ConnectedAccount } from '../composio/index.js';
+import { isComposioNotFound, reconnectMessage } from '../composio/index.js';
+import { badRequest, conflict, notFound } from '../errors.js';
+import { composioTriggerConfig } from './composio-config.js';
+import type { TriggerDeps, TriggerOwner } from './create.js';
+import { triggerNotFound } from './errors.js';
+import { getTrigger } from './list.js';
+import { findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
+import type { TriggerRow, TriggerView } from './view.js';
+
+/**
+ * Moving a trigger to another connected account of its installation, keeping everything the
+ * client knows it by (id, automation, filter, config, on/off state, today's counters): a
+ * Composio trigger is made anew on the account, the row is pointed at it, and the old Composio
+ * trigger is deleted. Used when a reconnect under the same label replaced the account (by the
+ * background job in ./reconnect-job.ts) and for an explicit `PATCH {connectedAccountId}`.
+ */
+
+export type MoveOutcome =
+  /** The row now names the new account and its Composio trigger. */
+  | { readonly moved: true; readonly row: TriggerRow }
+  /** Another automation already holds this very trigger on that account. */
+  | { readonly moved: false; readonly reason: 'duplicate' }
+  /** The row changed (or was deleted) meanwhile; nothing was kept. */
+  | { readonly moved: false; readonly reason: 'changed' };
+
+/** A move needs no trigger-type cache: it is rare, and reads the one type it needs. */
+type MoveDeps = Pick<TriggerDeps, 'db' | 'composio' | 'log'>;
+
+export async function moveTriggerToAccount(
+  deps: MoveDeps,
+  owner: TriggerOwner,
+  row: TriggerRow,
+  account: Pick<ConnectedAccount, 'id' | 'alias'>,
+): Promise<MoveOutcome> {
+  const { db, composio } = deps;
+  const type = await composio.getTriggerType(row.triggerSlug);
+  const { triggerId } = await composio.upsertTrigger({
+    userId: owner.composioUserId,
+    slug: row.triggerSlug,
+    connectedAccountId: account.id,
+    config: composioTriggerConfig(type, {
+      toolkit: row.toolkit,
+      filter: row.filter as Record<string, string>,
+      config: row.config as Record<string, unknown>,
+    }),
+  });
+  const sameComposioTrigger = triggerId === row.composioTriggerId;
+  const holder = sameComposioTrigger ? undefined : await findTriggerByComposioId(db, triggerId);
+  if (holder) {
+    // Composio's upsert answered (and re-enabled) a trigger another automation holds: put it back.
+    if (!holder.enabled) await composio.setTriggerEnabled(triggerId, false);
+    return { moved: false, reason: 'duplicate' };
+  }
+  // Upsert leaves the trigger enabled; a paused trigger stays paused.
+  if (!row.enabled) await composio.setTriggerEnabled(triggerId, false);
+
+  const moved = await moveTriggerRow(db, row, {
+    connectedAccountId: account.id,
+    composioTriggerId: triggerId,
+    accountAlias: account.alias,
+  });
+  if (!moved) {
+    if (!sameComposioTrigger) await deleteComposioTrigger(deps, triggerId);
+    return { moved: false, reason: 'changed' };
+  }
+  if (!sameComposioTrigger) await deleteComposioTrigger(deps, row.composioTriggerId);
+  deps.log.info(
+    {
+      installationId: row.installationId,
+      triggerId: row.id,
+      composioTriggerId: triggerId,
+      previousComposioTriggerId: row.composioTriggerId,
+    },
+    'trigger moved to a new connected account',
+  );
+  return { moved: true, row: moved };
+}
+
+/** Best effort: an old Composio trigger usually went with its deleted account already. */
+async function deleteComposioTrigger(deps: MoveDeps, composioTriggerId: string): Promise<void> {
+  try {
+    await deps.composio.deleteTrigger(composioTriggerId);
+  } catch (error) {
+    if (isComposioNotFound(error)) return;
+    deps.log.warn({ composioTriggerId }, 'could not delete a replaced Composio trigger');
+  }
+}
+
+/**
+ * `PATCH /v1/triggers/{id}` with `connectedAccountId`: moves the trigger to another of the
+ * installation's accounts of the same app, which must be `ACTIVE` (checked with Composio, as on
+ * create: another installation's account is not found).
+ */
+export async function rebindTrigger(
+  deps: TriggerDeps,
+  owner: TriggerOwner,
+  id: string,
+  connectedAccountId: string,
+  day: string,
+): Promise<TriggerView> {
+  const row = await findTrigger(deps.db, owner.id, id);
+  if (!row) throw triggerNotFound();
+  const missing = () =>
+    notFound(`connected account ${connectedAccountId} is not one of this installation's accounts`, 'connected_account_not_found');
+  let account: ConnectedAccount;
+  try {
+    account = await deps.composio.getConnectedAccount(connectedAccountId);
+  } catch (error) {
+    if (isComposioNotFound(error)) throw missing();
+    throw error;
+  }
+  if (account.userId !== owner.composioUserId) throw missing();
+  if (account.toolkit.toLowerCase() !== row.toolkit) {
+    throw badRequest(`body.connectedAccountId: the account is a ${account.toolkit} account, not ${row.toolkit}`, 'toolkit_mismatch');
+  }
+  if (account.status !== 'ACTIVE') throw conflict(reconnectMessage(row.toolkit), 'reconnect_required');
+  if (row.connectedAccountId === account.id && row.needsReconnectAt === null) return getTrigger(deps.db, owner.id, id, day);
+
+  const outcome = await moveTriggerToAccount(deps, owner, row, account);
+  if (!outcome.moved && outcome.reason === 'duplicate') {
+    throw conflict('another automation already has this trigger on that account with the same filter and config', 'trigger_duplicate');
+  }
+  if (!outcome.moved) throw conflict('this trigger was changed by another request at the same time; try again', 'concurrent_change');
+  return getTrigger(deps.db, owner.id, id, day);
+}

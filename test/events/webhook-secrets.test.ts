@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
+import { rotateWebhookSecret, WebhookSecretBook } from '../../src/events/webhook-secrets.js';
+import { createLogger } from '../../src/logger.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { until } from '../support/http.js';
+
+/**
+ * Each broker process's view of the accepted webhook secrets follows a rotation made anywhere
+ * within 2 s, by the notification alone (no delivery needed), and expires old ones by the clock.
+ */
+
+let database: TestDatabase;
+let runtime: EventsRuntime;
+let book: WebhookSecretBook;
+const log = createLogger('silent');
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  runtime = createEventsRuntime({ database, logger: log });
+  await runtime.start();
+  book = new WebhookSecretBook(database.sql, ['env-secret'], log);
+  runtime.onWebhookSecretsChanged(() => void book.reload());
+  await book.start();
+});
+afterAll(async () => {
+  book?.stop();
+  await runtime?.stop();
+  await database?.drop();
+});
+
+/** Composio as the rotation sees it: one subscription, a fresh secret each time. */
+function composio(secrets: string[]) {
+  return {
+    setWebhookSubscription: async () => ({ id: 'ws_1' }),
+    rotateWebhookSecret: async () => ({ secret: secrets.shift()! }),
+  };
+}
+
+describe('the accepted webhook secrets', () => {
+  it('follow a rotation within 2 s through the notification, and let the old ones expire by themselves', async () => {
+    expect(book.accepted(new Date())).toEqual(['env-secret']);
+    const now = new Date();
+    const rotated = await rotateWebhookSecret(
+      { sql: database.sql, composio: composio(['second-secret']), environmentSecrets: ['env-secret'] },
+      { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 60_000, now },
+    );
+    expect(rotated.oldExpireAt.getTime()).toBe(now.getTime() + 60_000);
+    const started = Date.now();
+    await until(() => book.accepted(new Date()).includes('second-secret'), 2_000, 'the new secret');
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(book.accepted(new Date()).sort()).toEqual(['env-secret', 'second-secret']);
+    // After the overlap, the environment's value is refused although still configured.
+    expect(book.accepted(new Date(now.getTime() + 60_001))).toEqual(['second-secret']);
+
+    await rotateWebhookSecret(
+      { sql: database.sql, composio: composio(['third-secret']), environmentSecrets: ['env-secret'] },
+      { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 10_000, now: new Date() },
+    );
+    await until(() => book.accepted(new Date()).includes('third-secret'), 2_000, 'the third secret');
+    const later = new Date(Date.now() + 10_001);
+    expect(book.accepted(later)).toEqual(['third-secret']);
+  });
+
+  it('is left as it was when Composio refuses to rotate', async () => {
+    const before = await database.sql`select id, secret, expires_at from webhook_secrets order by id`;
+    const refusing = {
+      setWebhookSubscription: async () => ({ id: 'ws_1' }),
+      rotateWebhookSecret: async () => {
+        throw new Error('Composio is down');
+      },
+    };
+    await expect(
+      rotateWebhookSecret(
+        { sql: database.sql, composio: refusing, environmentSecrets: ['env-secret'] },
+        { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 60_000, now: new Date() },
+      ),
+    ).rejects.toThrow('Composio is down');
+    expect(await database.sql`select id, secret, expires_at from webhook_secrets order by id`).toEqual(before);
+  });
+});
