@@ -31,6 +31,7 @@ const PROCESSES = [
   'test/operators/cli-process.test.ts',
   'test/operators/operator-path.test.ts',
   'test/replicas/**/*.test.ts',
+  'test/sim/sandbox-restart.test.ts',
   '**/*.browser.test.ts',
 ];
 

@@ -6,7 +6,7 @@ import { systemClock } from './clock.js';
 import { type ComposioGateway, gatewayForProject } from './composio/index.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
 import { DataDirInUseError } from './db/data-dir-lock.js';
-import { applyMigrations, openDatabase } from './db/database.js';
+import { applyMigrations, openDatabase, type Sql } from './db/database.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
 import { startRetentionJob } from './events/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
@@ -58,7 +58,7 @@ async function main(): Promise<void> {
     const database = openDatabase({ url: databaseUrl, poolSize: config.databasePoolSize, logger });
     closers.push(() => database.close());
 
-    const composio = await connectComposio(config, logger, metrics, closers);
+    const composio = await connectComposio(config, logger, metrics, closers, database.sql);
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
@@ -194,6 +194,7 @@ async function connectComposio(
   logger: Logger,
   metrics: Metrics,
   closers: Array<() => Promise<unknown>>,
+  sql: Sql,
 ): Promise<{ config: Config; gateway: ComposioGateway }> {
   const onCall = composioCallRecorder(metrics);
   const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall);
@@ -205,12 +206,13 @@ async function connectComposio(
   const publicUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const sandbox = await startSandbox({
     logger,
+    sql,
     brokerWebhookUrl: `${publicUrl}/v1/webhooks/composio`,
-    ...(config.composio.sandboxPort ? { port: config.composio.sandboxPort } : {}),
+    port: config.composio.sandboxPort,
   });
   closers.push(() => sandbox.close());
   process.stdout.write(`${sandbox.bannerLines.join('\n')}\n`);
-  logger.warn({ simulator: sandbox.baseUrl }, 'sandbox mode: Composio is simulated');
+  logger.warn({ simulator: sandbox.baseUrl, restored: sandbox.restored }, 'sandbox mode: Composio is simulated');
   const sandboxConfig: Config = Object.freeze({
     ...config,
     port,

@@ -1,5 +1,21 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  boolean,
+  check,
+  date,
+  index,
+  integer,
+  jsonb,
+  pgSchema,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -151,4 +167,35 @@ export const triggerDailyUsage = pgTable(
     skippedReason: text('skipped_reason'),
   },
   (t) => [primaryKey({ columns: [t.triggerId, t.day] })],
+);
+
+/** The sandbox's Composio simulator (sandbox mode only); written only by `sim/persistence.ts`. */
+export const sandbox = pgSchema('sandbox');
+
+/** The simulated project: one row. */
+export const sandboxProject = sandbox.table(
+  'project',
+  {
+    id: smallint('id').primaryKey().default(1),
+    apiKey: text('api_key').notNull(),
+    projectId: text('project_id').notNull(),
+    orgId: text('org_id').notNull(),
+    seq: integer('seq').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check('project_single_row', sql`${t.id} = 1`)],
+);
+
+/** Every simulated record, as the simulator holds it. */
+export const sandboxRecords = sandbox.table(
+  'records',
+  {
+    kind: text('kind').notNull(),
+    id: text('id').notNull(),
+    data: jsonb('data').notNull(),
+  },
+  (t) => [
+    primaryKey({ name: 'records_pkey', columns: [t.kind, t.id] }),
+    check('records_kind', sql`${t.kind} IN ('session', 'account', 'link', 'auth_config', 'trigger', 'subscription', 'mcp_session')`),
+  ],
 );

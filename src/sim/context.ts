@@ -18,4 +18,6 @@ export interface SimContext {
   mcpStreaming: McpStreaming | null;
   /** Aborted when the simulator closes, so injected delays do not hold the port open. */
   readonly closing: AbortSignal;
+  /** Keeps the world as it is now (sandbox mode: in Postgres; otherwise nothing to do). */
+  persist(): Promise<void>;
 }

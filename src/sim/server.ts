@@ -7,10 +7,11 @@ import { createControls, type SimulatorControls } from './controls.js';
 import { errorBody, SimCode, SimError } from './errors.js';
 import { type FaultSpec, Faults, type RecordedRequest, RequestLog } from './faults.js';
 import { RpcError } from './mcp.js';
+import type { SimPersistence } from './persistence.js';
 import { registerApiRoutes } from './routes/api.js';
 import { registerControlRoutes } from './routes/controls.js';
 import { registerMcpRoutes } from './routes/mcp.js';
-import { SimStore } from './store.js';
+import { type SimSnapshot, SimStore } from './store.js';
 
 export interface SimulatorOptions {
   /** Loopback by default: the SDK refuses plain HTTP to anything else. */
@@ -22,6 +23,10 @@ export interface SimulatorOptions {
   readonly logger?: Logger | false;
   /** Hand out consent links on this origin (as Composio's `https://connect.composio.dev`). */
   readonly consentLinkOrigin?: string;
+  /** Keep the world across restarts (sandbox mode); in memory only without. */
+  readonly persistence?: SimPersistence;
+  /** The world kept by an earlier run, taken up at start (its key must be `apiKey`). */
+  readonly restore?: SimSnapshot;
 }
 
 export interface Simulator {
@@ -44,16 +49,24 @@ const FAULT_MESSAGES: Record<number, string> = {
   504: 'Gateway timeout',
 };
 
-/** Starts a Composio simulator on its own port. State lives in this instance only. */
+/**
+ * Starts a Composio simulator on its own port. Its world lives in this instance, and with
+ * `persistence` is also kept after every change (before the answer to the request that made it).
+ */
 export async function startSimulator(options: SimulatorOptions): Promise<Simulator> {
   const closing = new AbortController();
+  const store = new SimStore(options.apiKey);
+  if (options.restore) store.restore(options.restore);
+  const { persistence } = options;
   const ctx: SimContext = {
-    store: new SimStore(options.apiKey),
+    store,
     faults: new Faults(),
     requests: new RequestLog(),
     mcpStreaming: null,
     closing: closing.signal,
+    persist: persistence ? () => persistence.save(store.snapshot()) : () => Promise.resolve(),
   };
+  await ctx.persist();
   const controls = createControls(ctx);
   const app = Fastify({
     loggerInstance: (options.logger ? options.logger.child({ component: 'composio-simulator' }) : undefined) as
@@ -104,6 +117,10 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     }
     return undefined;
   });
+  // Whatever a request changed is kept before it is answered (the API, MCP, consent, controls).
+  app.addHook('onSend', async (request) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') await ctx.persist();
+  });
   app.addHook('onResponse', async (request, reply) => {
     const entry = recorded.get(request);
     if (entry) entry.status = reply.statusCode;
@@ -152,6 +169,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     close: async () => {
       closing.abort();
       await app.close();
+      await ctx.persist();
     },
   };
 }
