@@ -6,14 +6,15 @@ import { systemClock } from './clock.js';
 import { type ComposioGateway, gatewayForProject } from './composio/index.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
 import { DataDirInUseError } from './db/data-dir-lock.js';
-import { applyMigrations, openDatabase, type Sql } from './db/database.js';
+import { applyMigrations, type Database, openDatabase } from './db/database.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
 import { startRetentionJob } from './events/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
 import { createLogger } from './logger.js';
 import { composioCallRecorder, createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/routes.js';
-import { startSandbox } from './sim/index.js';
+import { startSandbox, type TriggerOwner } from './sim/index.js';
+import { findTriggerByComposioId } from './triggers/store.js';
 
 /** config → database → migrations → app → listen, and the reverse on the way out. */
 async function main(): Promise<void> {
@@ -58,7 +59,7 @@ async function main(): Promise<void> {
     const database = openDatabase({ url: databaseUrl, poolSize: config.databasePoolSize, logger });
     closers.push(() => database.close());
 
-    const composio = await connectComposio(config, logger, metrics, closers, database.sql);
+    const composio = await connectComposio(config, logger, metrics, closers, database);
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
@@ -194,7 +195,7 @@ async function connectComposio(
   logger: Logger,
   metrics: Metrics,
   closers: Array<() => Promise<unknown>>,
-  sql: Sql,
+  database: Database,
 ): Promise<{ config: Config; gateway: ComposioGateway }> {
   const onCall = composioCallRecorder(metrics);
   const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall);
@@ -206,7 +207,8 @@ async function connectComposio(
   const publicUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const sandbox = await startSandbox({
     logger,
-    sql,
+    sql: database.sql,
+    describeTriggers: (ids) => ownersOf(database, ids),
     brokerWebhookUrl: `${publicUrl}/v1/webhooks/composio`,
     port: config.composio.sandboxPort,
   });
@@ -224,6 +226,16 @@ async function connectComposio(
     }),
   });
   return { config: sandboxConfig, gateway: gatewayFor(sandboxConfig) };
+}
+
+/** For the sandbox simulator's page: whose each Composio trigger is, as the webhooks route them. */
+async function ownersOf(database: Database, composioTriggerIds: string[]): Promise<ReadonlyMap<string, TriggerOwner>> {
+  const owners = new Map<string, TriggerOwner>();
+  for (const id of composioTriggerIds) {
+    const row = await findTriggerByComposioId(database.db, id);
+    if (row) owners.set(id, { installationId: row.installationId, automationId: row.automationId });
+  }
+  return owners;
 }
 
 await main();

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type postgres from 'postgres';
 import { createComposioGateway } from '../composio/index.js';
+import type { TriggerOwner } from './pages.js';
 import { createSimPersistence } from './persistence.js';
 import { type Simulator, startSimulator } from './server.js';
 
@@ -32,6 +33,8 @@ export async function startSandbox(options: {
   port?: number;
   /** The broker's database, where the simulator's world is kept. */
   sql: postgres.Sql;
+  /** Names each trigger's installation and automation on the simulator's page. */
+  describeTriggers?: (composioTriggerIds: string[]) => Promise<ReadonlyMap<string, TriggerOwner>>;
 }): Promise<Sandbox> {
   const persistence = createSimPersistence(options.sql, (err) =>
     options.logger.error({ err, component: 'composio-simulator' }, 'could not keep the simulator state'),
@@ -44,6 +47,7 @@ export async function startSandbox(options: {
       apiKey,
       persistence,
       ...(kept ? { restore: kept } : {}),
+      ...(options.describeTriggers ? { describeTriggers: options.describeTriggers } : {}),
       ...(options.port !== undefined ? { port: options.port } : {}),
       // Per-request logs of the simulator would drown the broker's own; keep its warnings.
       logger: options.logger.child({ component: 'composio-simulator' }, { level: 'warn' }),

@@ -7,9 +7,10 @@ import { createControls, type SimulatorControls } from './controls.js';
 import { errorBody, SimCode, SimError } from './errors.js';
 import { type FaultSpec, Faults, type RecordedRequest, RequestLog } from './faults.js';
 import { RpcError } from './mcp.js';
+import type { TriggerOwner } from './pages.js';
 import type { SimPersistence } from './persistence.js';
 import { registerApiRoutes } from './routes/api.js';
-import { registerControlRoutes } from './routes/controls.js';
+import { isForm, registerControlRoutes, renderIndex } from './routes/controls.js';
 import { registerMcpRoutes } from './routes/mcp.js';
 import { type SimSnapshot, SimStore } from './store.js';
 
@@ -27,6 +28,8 @@ export interface SimulatorOptions {
   readonly persistence?: SimPersistence;
   /** The world kept by an earlier run, taken up at start (its key must be `apiKey`). */
   readonly restore?: SimSnapshot;
+  /** Names each trigger's installation and automation on the index page (the broker knows them). */
+  readonly describeTriggers?: (composioTriggerIds: string[]) => Promise<ReadonlyMap<string, TriggerOwner>>;
 }
 
 export interface Simulator {
@@ -65,6 +68,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     mcpStreaming: null,
     closing: closing.signal,
     persist: persistence ? () => persistence.save(store.snapshot()) : () => Promise.resolve(),
+    describeTriggers: options.describeTriggers ?? (async () => new Map()),
   };
   await ctx.persist();
   const controls = createControls(ctx);
@@ -130,14 +134,21 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     void reply.code(404).send(errorBody(404, SimCode.notFound, `Route ${request.method} ${request.url.split('?')[0]} not found`));
   });
   app.setErrorHandler((error: FastifyError | SimError, request, reply) => {
-    if (error instanceof SimError) {
+    if (error instanceof SimError && !(request.url.startsWith('/_sim') && isForm(request))) {
       void reply
         .code(error.status)
         .headers(error.headers)
         .send(errorBody(error.status, error.code, error.message, error.suggestedFix));
       return;
     }
-    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    const statusCode = error instanceof SimError ? error.status : error.statusCode;
+    const status = statusCode && statusCode >= 400 && statusCode < 500 ? statusCode : 500;
+    // A form on the controls page: the page again, saying what went wrong.
+    if (request.url.startsWith('/_sim') && isForm(request)) {
+      if (status === 500) request.log.error({ err: error }, 'simulator error');
+      const message = status === 500 ? 'Internal server error' : error.message;
+      return renderIndex(ctx, controls, { error: message }).then((html) => reply.code(status).type('text/html; charset=utf-8').send(html));
+    }
     if (isMcpPath(request.url) && (error as { invalidJson?: boolean }).invalidJson) {
       void reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: RpcError.parse, message: 'Parse error' } });
       return;
