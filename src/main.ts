@@ -99,7 +99,8 @@ async function main(): Promise<void> {
       stopSignal = signal;
       grace.close();
     });
-    closers.push(async () => clearInterval(watchParent(logger, grace.close)));
+    const parentWatch = watchParent(logger, grace.close);
+    closers.push(async () => clearInterval(parentWatch));
 
     const url = await app.listen({ port: config.port, host: config.host });
     logger.info({ url, database: embedded ? 'embedded' : 'DATABASE_URL', pid: process.pid }, 'broker listening');

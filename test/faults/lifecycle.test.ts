@@ -84,6 +84,17 @@ function run(dataDir: string): { child: ChildProcess; done: Promise<{ code: numb
   return { child, done: new Promise((resolve) => child.once('exit', (code) => resolve({ code, output }))) };
 }
 
+/** Alive and not a zombie (an orphan that exited may wait for a parent that never reaps it). */
+function running(pid: number): boolean {
+  if (!alive(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
 async function healthy(url: string): Promise<boolean> {
   try {
     return (await fetch(`${url}/health`)).status === 200;
@@ -186,6 +197,21 @@ describe('npm start', () => {
       expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
     }, 60_000);
   }
+});
+
+describe('npm killed outright', () => {
+  it('the broker notices it was orphaned and shuts down gracefully, Postgres included', async () => {
+    const dataDir = await newDataDir();
+    const broker = await start(dataDir, 'npm');
+    const pid = brokerPid(broker);
+    const postgres = postmasterPid(dataDir)!;
+    broker.child.kill('SIGKILL');
+    await until(() => !running(pid), 15_000, 'the orphaned broker gone');
+    expect(alive(postgres), 'its Postgres is gone').toBe(false);
+    expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
+    expect(broker.output()).toContain('the process that started the broker is gone; shutting down');
+    expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
+  }, 60_000);
 });
 
 describe('the embedded Postgres dies', () => {
