@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -241,5 +241,19 @@ describe('the embedded Postgres dies', () => {
     expect(performance.now() - signalledAt).toBeLessThan(8000);
     expect(postmasterPid(dataDir)).toBeNull();
     expect(alive(second!)).toBe(false);
+  }, 90_000);
+
+  it('exits 1 for a supervisor when it cannot be started again', async () => {
+    const dataDir = await newDataDir();
+    const broker = await start(dataDir);
+    const exited = new Promise<number | null>((resolve) => broker.child.once('exit', resolve));
+    const postgres = postmasterPid(dataDir)!;
+    // Its folder gone with it: no attempt to start it again can succeed.
+    process.kill(postgres, 'SIGKILL');
+    await rename(path.join(dataDir, 'postgres'), path.join(dataDir, 'postgres-moved'));
+    expect(await exited).toBe(1);
+    expect(broker.output()).toContain('embedded Postgres could not be started again');
+    expect(broker.output()).toContain('shutting down: the embedded Postgres is gone');
+    expect(existsSync(path.join(dataDir, 'broker.pid')), 'the lock released').toBe(false);
   }, 90_000);
 });
