@@ -97,7 +97,7 @@ async function startLocked(
   log.info({ port, databaseDir, ms: Date.now() - startedAt }, 'embedded Postgres started');
 
   let stopping = false;
-  const stopped$ = new AbortController();
+  const cancelRestart = new AbortController();
   let restarting: Promise<void> | undefined;
   // The library keeps the server's process to itself; it is the only way to hear that it died.
   const serverProcess = () => (server as unknown as { process?: ChildProcess }).process;
@@ -114,7 +114,7 @@ async function startLocked(
   const restart = async () => {
     let lastError: unknown;
     for (const delayMs of RESTART_DELAYS_MS) {
-      const waited = await sleep(delayMs, true, { signal: stopped$.signal }).catch(() => false);
+      const waited = await sleep(delayMs, true, { signal: cancelRestart.signal }).catch(() => false);
       if (!waited || stopping) return;
       try {
         await server.start();
@@ -137,7 +137,7 @@ async function startLocked(
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
     stop() {
       stopping = true;
-      stopped$.abort();
+      cancelRestart.abort();
       stopped ??= (async () => {
         await restarting;
         // The library's stop waits for an exit that has already happened when the server died.
