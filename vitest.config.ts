@@ -25,12 +25,14 @@ const PURE = [
 const PROCESSES = [
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
+  'test/faults/lifecycle.test.ts',
   'test/faults/postgres-restart.test.ts',
   'test/faults/shutdown.test.ts',
   'test/image/dist-entry-points.test.ts',
   'test/operators/cli-process.test.ts',
   'test/operators/operator-path.test.ts',
   'test/replicas/**/*.test.ts',
+  'test/sim/sandbox-restart.test.ts',
   '**/*.browser.test.ts',
 ];
 

@@ -96,10 +96,10 @@ const EnvSchema = z.object({
   COMPOSIO_WEBHOOK_SECRET: optionalString,
   COMPOSIO_CALLS_PER_MINUTE: int(1, 1_000_000).default(600),
   COMPOSIO_TIMEOUT_MS: int(100, 120_000).default(15_000),
-  SANDBOX_PORT: int(0, 65535).default(0),
   SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
   SANDBOX: optionalString.pipe(bool.optional()),
   NODE_ENV: optionalString,
+  SANDBOX_PORT: int(0, 65535).optional(),
 
   OPERATOR_PUBLIC_KEYS: optionalString,
   OPERATOR_ISSUER: z.string().min(1).default('openmausbot'),
@@ -151,6 +151,7 @@ export interface Config {
     readonly webhookSecrets: readonly string[];
     readonly callsPerMinute: number;
     readonly timeoutMs: number;
+    /** The simulator's port in sandbox mode: stable (PORT + 1) so consent links outlive a restart; 0 picks a free one. */
     readonly sandboxPort: number;
     /** Where the simulator listens in sandbox mode (`0.0.0.0` in a container, port published). */
     readonly sandboxHost: string;
@@ -276,7 +277,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       webhookSecrets: Object.freeze(webhookSecrets),
       callsPerMinute: e.COMPOSIO_CALLS_PER_MINUTE,
       timeoutMs: e.COMPOSIO_TIMEOUT_MS,
-      sandboxPort: e.SANDBOX_PORT,
+      sandboxPort: e.SANDBOX_PORT ?? (e.PORT === 0 || e.PORT === 65535 ? 0 : e.PORT + 1),
       sandboxHost: e.SANDBOX_HOST,
     }),
     operators: Object.freeze({ publicKeys, issuer: e.OPERATOR_ISSUER }),

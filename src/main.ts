@@ -5,7 +5,8 @@ import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { type ComposioGateway, gatewayForProject } from './composio/index.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
-import { applyMigrations, openDatabase } from './db/database.js';
+import { DataDirInUseError } from './db/data-dir-lock.js';
+import { applyMigrations, type Database, openDatabase } from './db/database.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
 import { startRetentionJob } from './events/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
@@ -14,8 +15,9 @@ import { composioCallRecorder, createMetrics, type Metrics } from './metrics/met
 import { startMetricsServer } from './metrics/routes.js';
 import { noteOperatorKeys } from './operators/audit.js';
 import { startAuditRetentionJob } from './operators/audit-retention.js';
-import { startSandbox } from './sim/index.js';
+import { startSandbox, type TriggerOwner } from './sim/index.js';
 import { startReconnectJob } from './triggers/reconnect-job.js';
+import { findTriggerByComposioId } from './triggers/store.js';
 
 /** config → database → migrations → app → listen, and the reverse on the way out. */
 async function main(): Promise<void> {
@@ -38,11 +40,21 @@ async function main(): Promise<void> {
     for (const close of closers.reverse()) await close().catch((err: unknown) => logger.warn({ err }, 'close failed'));
     closers.length = 0;
   };
+  // Set when the embedded Postgres died for good: shut down and exit 1, so a supervisor restarts us.
+  let lostDatabase: Error | undefined;
+  let shutDown: (() => void) | undefined;
 
   try {
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
-      embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, logger });
+      embedded = await startEmbeddedPostgres({
+        dataDir: config.dataDir,
+        logger,
+        onLost: (error) => {
+          lostDatabase = error;
+          shutDown?.();
+        },
+      });
       closers.push(() => embedded!.stop());
       databaseUrl = embedded.url;
     }
@@ -50,7 +62,7 @@ async function main(): Promise<void> {
     const database = openDatabase({ url: databaseUrl, poolSize: config.databasePoolSize, logger });
     closers.push(() => database.close());
 
-    const composio = await connectComposio(config, logger, metrics, closers);
+    const composio = await connectComposio(config, logger, metrics, closers, database);
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
@@ -92,20 +104,87 @@ async function main(): Promise<void> {
     closers.push(() => reconnect.stop());
 
     // The grace period bounds the requests; the margin is for closing the database and Postgres after them.
-    closeWithGrace({ delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger }, async ({ signal, err }) => {
-      if (err) logger.error({ err }, 'shutting down after an error');
-      else logger.info({ signal }, 'shutting down');
-      await closeAll();
+    // SIGTERM and SIGINT are handled below (see stopOnSignals); close-with-grace takes the rest.
+    let stopSignal: NodeJS.Signals | undefined;
+    const grace = closeWithGrace(
+      { delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger, skip: [...STOP_SIGNALS] },
+      async ({ signal, err }) => {
+        if (err) logger.error({ err }, 'shutting down after an error');
+        else if (lostDatabase) logger.fatal({ err: lostDatabase }, 'shutting down: the embedded Postgres is gone');
+        else logger.info({ signal: signal ?? stopSignal }, 'shutting down');
+        await closeAll();
+        if (lostDatabase) process.exit(1);
+      },
+    );
+    shutDown = grace.close;
+    if (lostDatabase) grace.close();
+    stopOnSignals(logger, (signal) => {
+      stopSignal = signal;
+      grace.close();
     });
+    const parentWatch = watchParent(logger, grace.close);
+    closers.push(async () => clearInterval(parentWatch));
 
     const url = await app.listen({ port: config.port, host: config.host });
-    logger.info({ url, database: embedded ? 'embedded' : 'DATABASE_URL' }, 'broker listening');
+    logger.info({ url, database: embedded ? 'embedded' : 'DATABASE_URL', pid: process.pid }, 'broker listening');
   } catch (error) {
-    logger.fatal({ err: error }, 'broker failed to start');
     await closeAll();
+    if (error instanceof DataDirInUseError) {
+      // Not a crash: a supervisor should not keep retrying (78: a configuration problem).
+      process.stderr.write(`omb-broker: ${error.message}\n`);
+      logger.fatal({ dataDir: error.dataDir, pid: error.pid }, 'the data folder is in use by a running broker');
+      process.exit(78);
+    }
+    logger.fatal({ err: error }, 'broker failed to start');
     process.exit(1);
   }
 }
+
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const satisfies readonly NodeJS.Signals[];
+/** A repeat of the stop signal within this long is the same request arriving twice. */
+const REPEATED_SIGNAL_MS = 2000;
+
+/**
+ * The first SIGTERM or SIGINT starts the graceful shutdown. Under `npm start` the same signal
+ * often arrives twice: Ctrl-C in a terminal, or a process manager signalling the whole process
+ * group, reaches the broker directly and again relayed by npm. A repeat that soon is ignored; a
+ * later one (someone insisting) exits at once with 1.
+ */
+function stopOnSignals(logger: Logger, stop: (signal: NodeJS.Signals) => void): void {
+  let firstAt: number | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (firstAt === undefined) {
+      firstAt = Date.now();
+      stop(signal);
+    } else if (Date.now() - firstAt < REPEATED_SIGNAL_MS) {
+      logger.debug({ signal }, 'stop signal repeated; already shutting down');
+    } else {
+      logger.error({ signal }, 'second stop signal; exiting at once');
+      process.exit(1);
+    }
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+}
+
+/**
+ * A process manager stops the broker by signalling the pid it started. `npm start` execs the
+ * broker, so npm relays SIGTERM/SIGINT to it and waits; should the parent die without relaying
+ * (npm killed with SIGKILL), the broker notices it was orphaned and shuts down gracefully as if
+ * signalled, rather than keep running with its Postgres, unsupervised.
+ */
+function watchParent(logger: Logger, shutDown: () => void): NodeJS.Timeout {
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (parent <= 1 || process.ppid === parent) return;
+    clearInterval(timer);
+    logger.warn({ parent }, 'the process that started the broker is gone; shutting down');
+    shutDown();
+  }, PARENT_CHECK_MS);
+  timer.unref();
+  return timer;
+}
+
+const PARENT_CHECK_MS = 1000;
 
 /** After SHUTDOWN_GRACE_MS: time enough to close the pool (5 s at most) and stop the embedded Postgres. */
 const CLOSE_MARGIN_MS = 15_000;
@@ -140,6 +219,7 @@ async function connectComposio(
   logger: Logger,
   metrics: Metrics,
   closers: Array<() => Promise<unknown>>,
+  database: Database,
 ): Promise<{ config: Config; gateway: ComposioGateway }> {
   const onCall = composioCallRecorder(metrics);
   const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall);
@@ -151,13 +231,15 @@ async function connectComposio(
   const publicUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const sandbox = await startSandbox({
     logger,
+    sql: database.sql,
+    describeTriggers: (ids) => ownersOf(database, ids),
     brokerWebhookUrl: `${publicUrl}/v1/webhooks/composio`,
-    ...(config.composio.sandboxPort ? { port: config.composio.sandboxPort } : {}),
+    port: config.composio.sandboxPort,
     host: config.composio.sandboxHost,
   });
   closers.push(() => sandbox.close());
   process.stdout.write(`${sandbox.bannerLines.join('\n')}\n`);
-  logger.warn({ simulator: sandbox.baseUrl }, 'sandbox mode: Composio is simulated');
+  logger.warn({ simulator: sandbox.baseUrl, restored: sandbox.restored }, 'sandbox mode: Composio is simulated');
   const sandboxConfig: Config = Object.freeze({
     ...config,
     port,
@@ -169,6 +251,16 @@ async function connectComposio(
     }),
   });
   return { config: sandboxConfig, gateway: gatewayFor(sandboxConfig) };
+}
+
+/** For the sandbox simulator's page: whose each Composio trigger is, as the webhooks route them. */
+async function ownersOf(database: Database, composioTriggerIds: string[]): Promise<ReadonlyMap<string, TriggerOwner>> {
+  const owners = new Map<string, TriggerOwner>();
+  for (const id of composioTriggerIds) {
+    const row = await findTriggerByComposioId(database.db, id);
+    if (row) owners.set(id, { installationId: row.installationId, automationId: row.automationId });
+  }
+  return owners;
 }
 
 await main();

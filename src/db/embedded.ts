@@ -1,14 +1,18 @@
+import type { ChildProcess } from 'node:child_process';
 import { constants, existsSync, readFileSync } from 'node:fs';
 import { access, chmod, mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { lockDataDir } from './data-dir-lock.js';
 
 /**
  * A Postgres server in a data folder of our own, for a fresh clone with no `DATABASE_URL`.
- * The folder survives restarts; a server left running by a broker that was killed is stopped
- * and started again rather than refused.
+ * The folder survives restarts. One process at a time uses the folder (`lockDataDir`): a second
+ * one is refused with `DataDirInUseError` while the first runs. A server left running by a
+ * process that was killed is stopped and started again rather than refused. A server that dies
+ * under us is started again with a backoff; `onLost` is called if it cannot be.
  */
 export interface EmbeddedDatabase {
   readonly url: string;
@@ -44,6 +48,8 @@ export async function startEmbeddedPostgres(options: {
   extraFlags?: string[];
   /** A fixed port (so a restarted server is found where it was); a free one by default. */
   port?: number;
+  /** The server died and could not be started again (see RESTART_DELAYS_MS). */
+  onLost?: (error: Error) => void;
 }): Promise<EmbeddedDatabase> {
   const databaseDir = path.resolve(options.dataDir, 'postgres');
   const log = options.logger.child({ component: 'embedded-postgres' });
@@ -51,6 +57,26 @@ export async function startEmbeddedPostgres(options: {
   // As root, Postgres runs as its own user, which must be able to reach the folder.
   if (process.getuid?.() === 0) await chmod(path.dirname(databaseDir), 0o711);
 
+  // Before anything touches the server: a Postgres running here now belongs to a live process
+  // (refused) or to a dead one (stopped below).
+  const lock = lockDataDir(options.dataDir);
+  try {
+    return await startLocked(databaseDir, log, options, lock.release);
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+}
+
+/** Waits before each attempt to start a server that died: about half a minute in all. */
+const RESTART_DELAYS_MS = [250, 500, 1000, 2000, 4000, 8000, 15_000];
+
+async function startLocked(
+  databaseDir: string,
+  log: Logger,
+  options: Parameters<typeof startEmbeddedPostgres>[0],
+  releaseLock: () => void,
+): Promise<EmbeddedDatabase> {
   await stopOrphanedServer(databaseDir, log);
   const port = options.port ?? (await freePort());
   const EmbeddedPostgres = await loadEmbeddedPostgres();
@@ -91,11 +117,55 @@ export async function startEmbeddedPostgres(options: {
   }
   log.info({ port, databaseDir, ms: Date.now() - startedAt }, 'embedded Postgres started');
 
+  let stopping = false;
+  const cancelRestart = new AbortController();
+  let restarting: Promise<void> | undefined;
+  // The library keeps the server's process to itself; it is the only way to hear that it died.
+  const serverProcess = () => (server as unknown as { process?: ChildProcess }).process;
+  const running = () => {
+    const child = serverProcess();
+    return child !== undefined && child.exitCode === null && child.signalCode === null;
+  };
+  const watch = () =>
+    serverProcess()?.once('exit', (code, signal) => {
+      if (stopping) return;
+      log.error({ code, signal }, 'embedded Postgres exited unexpectedly; starting it again');
+      restarting = restart();
+    });
+  const restart = async () => {
+    let lastError: unknown;
+    for (const delayMs of RESTART_DELAYS_MS) {
+      const waited = await sleep(delayMs, true, { signal: cancelRestart.signal }).catch(() => false);
+      if (!waited || stopping) return;
+      try {
+        await server.start();
+        if (stopping) return;
+        watch();
+        log.warn({ port }, 'embedded Postgres started again');
+        return;
+      } catch (error) {
+        lastError = error;
+        log.warn({ err: error, delayMs }, 'embedded Postgres did not start again yet');
+      }
+    }
+    log.fatal({ databaseDir }, 'embedded Postgres could not be started again');
+    options.onLost?.(new Error(`embedded Postgres in ${databaseDir} died and could not be started again`, { cause: lastError }));
+  };
+  watch();
+
   let stopped: Promise<void> | undefined;
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
     stop() {
-      stopped ??= server.stop().then(() => log.info('embedded Postgres stopped'));
+      stopping = true;
+      cancelRestart.abort();
+      stopped ??= (async () => {
+        await restarting;
+        // The library's stop waits for an exit that has already happened when the server died.
+        if (running()) await server.stop();
+        releaseLock();
+        log.info('embedded Postgres stopped');
+      })();
       return stopped;
     },
   };

@@ -3,12 +3,15 @@ import {
   bigint,
   bigserial,
   boolean,
+  check,
   date,
   index,
   integer,
   jsonb,
+  pgSchema,
   pgTable,
   primaryKey,
+  smallint,
   text,
   timestamp,
   uniqueIndex,
@@ -213,4 +216,35 @@ export const operatorAudit = pgTable(
     details: jsonb('details').notNull().default(sql`'{}'::jsonb`),
   },
   (t) => [index('operator_audit_at_idx').on(t.at), index('operator_audit_target_idx').on(t.target, t.id)],
+);
+
+/** The sandbox's Composio simulator (sandbox mode only); written only by `sim/persistence.ts`. */
+export const sandbox = pgSchema('sandbox');
+
+/** The simulated project: one row. */
+export const sandboxProject = sandbox.table(
+  'project',
+  {
+    id: smallint('id').primaryKey().default(1),
+    apiKey: text('api_key').notNull(),
+    projectId: text('project_id').notNull(),
+    orgId: text('org_id').notNull(),
+    seq: integer('seq').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check('project_single_row', sql`${t.id} = 1`)],
+);
+
+/** Every simulated record, as the simulator holds it. */
+export const sandboxRecords = sandbox.table(
+  'records',
+  {
+    kind: text('kind').notNull(),
+    id: text('id').notNull(),
+    data: jsonb('data').notNull(),
+  },
+  (t) => [
+    primaryKey({ name: 'records_pkey', columns: [t.kind, t.id] }),
+    check('records_kind', sql`${t.kind} IN ('session', 'account', 'link', 'auth_config', 'trigger', 'subscription', 'mcp_session')`),
+  ],
 );

@@ -1,4 +1,5 @@
 import type { Faults, RequestLog } from './faults.js';
+import type { TriggerOwner } from './pages.js';
 import type { SimStore } from './store.js';
 
 /** How the next SSE answers of the MCP endpoint are paced (to test streaming proxies). */
@@ -18,4 +19,8 @@ export interface SimContext {
   mcpStreaming: McpStreaming | null;
   /** Aborted when the simulator closes, so injected delays do not hold the port open. */
   readonly closing: AbortSignal;
+  /** Who each trigger belongs to on the broker's side, for the index page (sandbox mode). */
+  describeTriggers(composioTriggerIds: string[]): Promise<ReadonlyMap<string, TriggerOwner>>;
+  /** Keeps the world as it is now (sandbox mode: in Postgres; otherwise nothing to do). */
+  persist(): Promise<void>;
 }

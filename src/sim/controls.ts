@@ -61,19 +61,24 @@ export interface SimulatorControls {
 export function createControls(ctx: SimContext): SimulatorControls {
   const { store } = ctx;
   const view = (account: Parameters<typeof accountWire>[1]) => accountWire(store, account, { withState: false });
+  // A change made in process is kept in the background (the HTTP controls wait for it).
+  const kept = <T>(value: T): T => {
+    void ctx.persist();
+    return value;
+  };
   return {
-    authorizeLink: (token) => view(answerConsent(store, token, 'authorize').account),
-    denyLink: (token) => view(answerConsent(store, token, 'deny').account),
+    authorizeLink: (token) => kept(view(answerConsent(store, token, 'authorize').account)),
+    denyLink: (token) => kept(view(answerConsent(store, token, 'deny').account)),
     expireAccount: async (id) => {
       const { account, delivery } = await expireAccount(store, id);
-      return { account: view(account), delivery };
+      return kept({ account: view(account), delivery });
     },
     fireTrigger: (id, data) => fireTrigger(store, id, data),
     createAccount: (input) => {
       if (input.status !== undefined && !ACCOUNT_STATUSES.includes(input.status)) {
         throw badRequest(`status must be one of ${ACCOUNT_STATUSES.join(', ')}`);
       }
-      return view(createAccount(store, input));
+      return kept(view(createAccount(store, input)));
     },
     injectFault: (spec) => ctx.faults.add(spec),
     clearFaults: () => ctx.faults.clear(),

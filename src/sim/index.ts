@@ -6,6 +6,7 @@
 
 export type { SimAccountView, SimStateDump, SimulatorControls } from './controls.js';
 export type { FaultSpec, RecordedRequest } from './faults.js';
+export type { TriggerOwner } from './pages.js';
 export { type Sandbox, startSandbox } from './sandbox.js';
 export { type Simulator, type SimulatorOptions, startSimulator } from './server.js';
 export type { DeliveryResult } from './webhooks.js';

@@ -38,25 +38,65 @@ export function consentPage(p: {
   );
 }
 
-export function indexPage(ctx: SimContext, controls: SimulatorControls, notice: string | undefined): string {
+/** Who a trigger belongs to on the broker's side (sandbox mode): unknown to Composio itself. */
+export interface TriggerOwner {
+  readonly installationId: string;
+  readonly automationId: string;
+}
+
+export interface IndexMessages {
+  readonly notice?: string | undefined;
+  /** What went wrong with the last form, shown on the page (with the error's status). */
+  readonly error?: string | undefined;
+}
+
+/** Accounts whose sign-in can lapse: only a working one. */
+const CAN_EXPIRE: ReadonlySet<string> = new Set(['ACTIVE']);
+
+export function indexPage(
+  ctx: SimContext,
+  controls: SimulatorControls,
+  messages: IndexMessages,
+  owners: ReadonlyMap<string, TriggerOwner>,
+): string {
   const state = controls.state();
   const pending = state.links.filter((l) => l.outcome === 'pending');
   const recent = controls.requests().slice(-20).reverse();
+  const subscription = state.webhookSubscriptions[0];
+  const brokerUrl = subscription?.webhookUrl.replace(/\/v1\/webhooks\/composio$/, '');
   return page(
     'Composio simulator',
     html`<h1>Composio simulator</h1>
 <p class="banner">Sandbox mode: this stands in for Composio at <code>${ctx.store.origin}</code>. Nothing here reaches a real app.</p>
-${notice ? html`<p class="notice" role="status">${notice}</p>` : html``}
+${messages.error ? html`<p class="error" role="alert" id="error">${messages.error}</p>` : html``}
+${messages.notice ? html`<p class="notice" role="status">${messages.notice}</p>` : html``}
 <p>JSON: <a href="/_sim/state">/_sim/state</a> · <a href="/_sim/requests">/_sim/requests</a></p>
 
 <h2>Pending sign-ins</h2>
 ${pending.length === 0 ? html`<p>None. Ask the broker to connect an app to get a consent link.</p>` : html`<table><tr><th>App</th><th>Label</th><th>User</th><th>Account</th><th></th></tr>${pending.map((l) => html`<tr><td>${l.toolkit}</td><td>${l.alias ?? ''}</td><td><code>${l.userId}</code></td><td><code>${l.connectedAccountId}</code></td><td><a href="${l.consentUrl}">Open consent page</a></td></tr>`)}</table>`}
 
 <h2>Connected accounts</h2>
-${state.accounts.length === 0 ? html`<p>None yet.</p>` : html`<table><tr><th>Account</th><th>App</th><th>Label</th><th>User</th><th>Status</th><th></th></tr>${state.accounts.map((a) => html`<tr><td><code>${a.id}</code></td><td>${a.toolkit.slug}</td><td>${a.alias ?? ''}</td><td><code>${a.user_id}</code></td><td>${a.status}</td><td><form class="inline" method="post" action="/_sim/accounts/${encodeURIComponent(a.id)}/expire"><button type="submit">Expire</button></form></td></tr>`)}</table>`}
+${state.accounts.length === 0 ? html`<p>None yet.</p>` : html`<table id="accounts"><tr><th>Account</th><th>App</th><th>Label</th><th>User</th><th>Status</th><th></th></tr>${state.accounts.map((a) => html`<tr><td><code>${a.id}</code></td><td>${a.toolkit.slug}</td><td>${a.alias ?? ''}</td><td><code>${a.user_id}</code></td><td>${a.status}</td><td>${CAN_EXPIRE.has(a.status) ? html`<form class="inline" method="post" action="/_sim/accounts/${encodeURIComponent(a.id)}/expire"><button type="submit">Expire</button></form>` : html``}</td></tr>`)}</table>`}
 
 <h2>Triggers</h2>
-${state.triggers.length === 0 ? html`<p>None yet.</p>` : html`<table><tr><th>Trigger</th><th>Type</th><th>Account</th><th>Enabled</th><th>Fire with data (JSON, optional)</th></tr>${state.triggers.map((t) => html`<tr><td><code>${t.id}</code></td><td>${t.trigger_name}</td><td><code>${t.connected_account_id}</code></td><td>${t.disabled_at === null ? 'yes' : 'no'}</td><td><form method="post" action="/_sim/triggers/${encodeURIComponent(t.id)}/fire"><textarea name="data" rows="2" cols="30" placeholder='{"subject": "Hello"}'></textarea><br><button type="submit">Fire</button></form></td></tr>`)}</table>`}
+${
+  state.triggers.length === 0
+    ? html`<p>None yet.</p>`
+    : html`<p>Fire sends the trigger type's sample event; fields given as JSON replace the sample's.</p><table id="triggers"><tr><th>Installation</th><th>Automation</th><th>Gmail query / config</th><th>Type</th><th>Composio trigger</th><th>Account</th><th>Enabled</th><th>Fire with data (JSON, optional)</th></tr>${state.triggers.map(
+        (t) => {
+          const owner = owners.get(t.id);
+          const config = t.trigger_config as Record<string, unknown>;
+          const query = typeof config.query === 'string' && config.query !== '' ? config.query : undefined;
+          return html`<tr data-trigger="${t.id}"><td>${owner ? html`<code>${owner.installationId}</code>` : html`<em>not the broker's</em>`}</td><td>${owner?.automationId ?? ''}</td><td>${query !== undefined ? html`<code class="query">${query}</code>` : html`<code>${JSON.stringify(config)}</code>`}</td><td>${t.trigger_name}</td><td><code>${t.id}</code></td><td><code>${t.connected_account_id}</code></td><td>${t.disabled_at === null ? 'yes' : 'no'}</td><td><form method="post" action="/_sim/triggers/${encodeURIComponent(t.id)}/fire"><textarea name="data" rows="2" cols="30" placeholder='{"subject": "Hello"}'></textarea><br><button type="submit">Fire</button></form></td></tr>`;
+        },
+      )}</table>`
+}
+
+<h2>Project key</h2>
+<p>The key this simulator accepts, as Composio's dashboard shows a project's. With it the operator CLI's <code>webhook</code> commands (<code>subscribe</code>, <code>rotate-secret</code>) can be rehearsed against the sandbox. <code>COMPOSIO_WEBHOOK_SECRET</code> only has to be set for them; a running broker keeps verifying with the secret it started with until it restarts.</p>
+<pre id="cli">COMPOSIO_API_KEY=${ctx.store.apiKey} COMPOSIO_BASE_URL=${ctx.store.origin} \\
+PUBLIC_URL=${brokerUrl ?? '<broker URL>'} COMPOSIO_WEBHOOK_SECRET=rehearsal \\
+  npm run cli -- webhook subscribe</pre>
 
 <h2>Webhook subscription</h2>
 ${state.webhookSubscriptions.length === 0 ? html`<p>None: events have nowhere to go.</p>` : html`<ul>${state.webhookSubscriptions.map((s) => html`<li><code>${s.webhookUrl}</code> — ${s.version}, ${s.enabledEvents.join(', ')}</li>`)}</ul>`}

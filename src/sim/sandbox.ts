@@ -1,12 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import type postgres from 'postgres';
 import { createComposioGateway } from '../composio/index.js';
+import type { TriggerOwner } from './pages.js';
+import { createSimPersistence } from './persistence.js';
 import { type Simulator, startSimulator } from './server.js';
 
 /**
  * Sandbox mode (no `COMPOSIO_API_KEY`): the broker runs against its own Composio simulator.
  * The webhook subscription is created through the real adapter and SDK, so the signing secret
  * the broker verifies with is the one the simulator answered — the same path as production.
+ * The simulator keeps its world in the broker's Postgres (schema `sandbox`), project key
+ * included, so accounts, Sessions, triggers and consent links outlive a restart.
  */
 export interface Sandbox {
   readonly apiKey: string;
@@ -14,6 +19,8 @@ export interface Sandbox {
   readonly baseUrl: string;
   readonly webhookSecret: string;
   readonly simulator: Simulator;
+  /** Whether the simulator took up a world kept by an earlier run. */
+  readonly restored: boolean;
   /** One clear banner saying that this is the sandbox, and where its pages are. */
   readonly bannerLines: string[];
   close(): Promise<void>;
@@ -26,15 +33,34 @@ export async function startSandbox(options: {
   port?: number;
   /** Where the simulator listens; loopback unless a container publishes its port. */
   host?: string;
+  /** The broker's database, where the simulator's world is kept. */
+  sql: postgres.Sql;
+  /** Names each trigger's installation and automation on the simulator's page. */
+  describeTriggers?: (composioTriggerIds: string[]) => Promise<ReadonlyMap<string, TriggerOwner>>;
 }): Promise<Sandbox> {
-  const apiKey = `sim_${randomBytes(24).toString('base64url')}`;
-  const simulator = await startSimulator({
-    apiKey,
-    ...(options.port !== undefined ? { port: options.port } : {}),
-    ...(options.host !== undefined ? { host: options.host } : {}),
-    // Per-request logs of the simulator would drown the broker's own; keep its warnings.
-    logger: options.logger.child({ component: 'composio-simulator' }, { level: 'warn' }),
-  });
+  const persistence = createSimPersistence(options.sql, (err) =>
+    options.logger.error({ err, component: 'composio-simulator' }, 'could not keep the simulator state'),
+  );
+  const kept = await persistence.load();
+  const apiKey = kept?.apiKey ?? `sim_${randomBytes(24).toString('base64url')}`;
+  let simulator: Simulator;
+  try {
+    simulator = await startSimulator({
+      apiKey,
+      persistence,
+      ...(kept ? { restore: kept } : {}),
+      ...(options.describeTriggers ? { describeTriggers: options.describeTriggers } : {}),
+      ...(options.port !== undefined ? { port: options.port } : {}),
+      ...(options.host !== undefined ? { host: options.host } : {}),
+      // Per-request logs of the simulator would drown the broker's own; keep its warnings.
+      logger: options.logger.child({ component: 'composio-simulator' }, { level: 'warn' }),
+    });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new Error(`the sandbox simulator's port ${options.port} is in use; set SANDBOX_PORT to a free port`, { cause: error });
+    }
+    throw error;
+  }
   try {
     const gateway = createComposioGateway({
       apiKey,
@@ -51,12 +77,14 @@ export async function startSandbox(options: {
       baseUrl: simulator.origin,
       webhookSecret: subscription.secret,
       simulator,
+      restored: kept !== null,
       bannerLines: [
         rule,
         'SANDBOX MODE: no COMPOSIO_API_KEY is set, so the broker talks to its built-in',
         'Composio simulator. Nothing reaches Composio or any real app.',
         `  Simulator (Composio API):  ${simulator.origin}`,
         `  Consent pages & controls:  ${simulator.origin}/_sim`,
+        `  Project key (to rehearse the webhook CLI): shown at ${simulator.origin}/_sim`,
         `  Webhooks are signed and delivered to: ${options.brokerWebhookUrl}`,
         'Connect an app through the broker, then open the consent link it returns',
         '(or the list at /_sim) and press Authorize.',

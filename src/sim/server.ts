@@ -7,10 +7,12 @@ import { createControls, type SimulatorControls } from './controls.js';
 import { errorBody, SimCode, SimError } from './errors.js';
 import { type FaultSpec, Faults, type RecordedRequest, RequestLog } from './faults.js';
 import { RpcError } from './mcp.js';
+import type { TriggerOwner } from './pages.js';
+import type { SimPersistence } from './persistence.js';
 import { registerApiRoutes } from './routes/api.js';
-import { registerControlRoutes } from './routes/controls.js';
+import { isForm, registerControlRoutes, renderIndex } from './routes/controls.js';
 import { registerMcpRoutes } from './routes/mcp.js';
-import { SimStore } from './store.js';
+import { type SimSnapshot, SimStore } from './store.js';
 
 export interface SimulatorOptions {
   /** Loopback by default: the SDK refuses plain HTTP to anything else. */
@@ -22,6 +24,12 @@ export interface SimulatorOptions {
   readonly logger?: Logger | false;
   /** Hand out consent links on this origin (as Composio's `https://connect.composio.dev`). */
   readonly consentLinkOrigin?: string;
+  /** Keep the world across restarts (sandbox mode); in memory only without. */
+  readonly persistence?: SimPersistence;
+  /** The world kept by an earlier run, taken up at start (its key must be `apiKey`). */
+  readonly restore?: SimSnapshot;
+  /** Names each trigger's installation and automation on the index page (the broker knows them). */
+  readonly describeTriggers?: (composioTriggerIds: string[]) => Promise<ReadonlyMap<string, TriggerOwner>>;
 }
 
 export interface Simulator {
@@ -44,16 +52,25 @@ const FAULT_MESSAGES: Record<number, string> = {
   504: 'Gateway timeout',
 };
 
-/** Starts a Composio simulator on its own port. State lives in this instance only. */
+/**
+ * Starts a Composio simulator on its own port. Its world lives in this instance, and with
+ * `persistence` is also kept after every change (before the answer to the request that made it).
+ */
 export async function startSimulator(options: SimulatorOptions): Promise<Simulator> {
   const closing = new AbortController();
+  const store = new SimStore(options.apiKey);
+  if (options.restore) store.restore(options.restore);
+  const { persistence } = options;
   const ctx: SimContext = {
-    store: new SimStore(options.apiKey),
+    store,
     faults: new Faults(),
     requests: new RequestLog(),
     mcpStreaming: null,
     closing: closing.signal,
+    persist: persistence ? () => persistence.save(store.snapshot()) : () => Promise.resolve(),
+    describeTriggers: options.describeTriggers ?? (async () => new Map()),
   };
+  await ctx.persist();
   const controls = createControls(ctx);
   const app = Fastify({
     loggerInstance: (options.logger ? options.logger.child({ component: 'composio-simulator' }) : undefined) as
@@ -104,6 +121,10 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     }
     return undefined;
   });
+  // Whatever a request changed is kept before it is answered (the API, MCP, consent, controls).
+  app.addHook('onSend', async (request) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') await ctx.persist();
+  });
   app.addHook('onResponse', async (request, reply) => {
     const entry = recorded.get(request);
     if (entry) entry.status = reply.statusCode;
@@ -113,14 +134,21 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     void reply.code(404).send(errorBody(404, SimCode.notFound, `Route ${request.method} ${request.url.split('?')[0]} not found`));
   });
   app.setErrorHandler((error: FastifyError | SimError, request, reply) => {
-    if (error instanceof SimError) {
+    if (error instanceof SimError && !(request.url.startsWith('/_sim') && isForm(request))) {
       void reply
         .code(error.status)
         .headers(error.headers)
         .send(errorBody(error.status, error.code, error.message, error.suggestedFix));
       return;
     }
-    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    const statusCode = error instanceof SimError ? error.status : error.statusCode;
+    const status = statusCode && statusCode >= 400 && statusCode < 500 ? statusCode : 500;
+    // A form on the controls page: the page again, saying what went wrong.
+    if (request.url.startsWith('/_sim') && isForm(request)) {
+      if (status === 500) request.log.error({ err: error }, 'simulator error');
+      const message = status === 500 ? 'Internal server error' : error.message;
+      return renderIndex(ctx, controls, { error: message }).then((html) => reply.code(status).type('text/html; charset=utf-8').send(html));
+    }
     if (isMcpPath(request.url) && (error as { invalidJson?: boolean }).invalidJson) {
       void reply.code(400).send({ jsonrpc: '2.0', id: null, error: { code: RpcError.parse, message: 'Parse error' } });
       return;
@@ -154,6 +182,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     close: async () => {
       closing.abort();
       await app.close();
+      await ctx.persist();
     },
   };
 }

@@ -2,8 +2,9 @@ import type { ConnectedAccountStatus } from '../composio/types.js';
 import { nanoId } from './ids.js';
 
 /**
- * The simulator's in-memory world, one per simulator instance. Records are the simulator's own;
- * `wire.ts` turns them into Composio's shapes.
+ * The simulator's world, one per simulator instance, held in memory (and, in sandbox mode, kept
+ * in Postgres by `persistence.ts`). Records are the simulator's own; `wire.ts` turns them into
+ * Composio's shapes.
  */
 
 /**
@@ -103,11 +104,33 @@ export interface McpSessionRecord {
   readonly toolRouterSessionId: string;
 }
 
+/**
+ * The whole world as plain data, for keeping it across restarts (`persistence.ts`): records by
+ * kind, each as the simulator holds it (a link's expiry as an ISO string).
+ */
+export interface SimSnapshot {
+  readonly apiKey: string;
+  readonly projectId: string;
+  readonly orgId: string;
+  readonly seq: number;
+  readonly records: SimRecords;
+}
+
+export interface SimRecords {
+  readonly session: SessionRecord[];
+  readonly account: AccountRecord[];
+  readonly link: (Omit<LinkRecord, 'expiresAt'> & { expiresAt: string })[];
+  readonly auth_config: AuthConfigRecord[];
+  readonly trigger: TriggerRecord[];
+  readonly subscription: SubscriptionRecord[];
+  readonly mcp_session: McpSessionRecord[];
+}
+
 export class SimStore {
   /** Set once the server listens; every URL the simulator hands out is on this origin. */
   origin = '';
-  readonly projectId = nanoId('pr');
-  readonly orgId = nanoId('ok');
+  projectId = nanoId('pr');
+  orgId = nanoId('ok');
   readonly sessions = new Map<string, SessionRecord>();
   readonly accounts = new Map<string, AccountRecord>();
   readonly links = new Map<string, LinkRecord>();
@@ -133,6 +156,49 @@ export class SimStore {
   nextSeq(): number {
     this.seq += 1;
     return this.seq;
+  }
+
+  snapshot(): SimSnapshot {
+    const copy = <T>(records: Iterable<T>): T[] => [...records].map((r) => structuredClone(r));
+    return {
+      apiKey: this.apiKey,
+      projectId: this.projectId,
+      orgId: this.orgId,
+      seq: this.seq,
+      records: {
+        session: copy(this.sessions.values()),
+        account: copy(this.accounts.values()),
+        link: [...this.links.values()].map((l) => ({ ...structuredClone(l), expiresAt: l.expiresAt.toISOString() })),
+        auth_config: copy(this.authConfigs.values()),
+        trigger: copy(this.triggers.values()),
+        subscription: copy(this.subscriptions.values()),
+        mcp_session: copy(this.mcpSessions.values()),
+      },
+    };
+  }
+
+  /** Takes up a world kept earlier (the same project: its key must match). */
+  restore(snapshot: SimSnapshot): void {
+    if (snapshot.apiKey !== this.apiKey) throw new Error('the kept simulator state belongs to another project key');
+    this.projectId = snapshot.projectId;
+    this.orgId = snapshot.orgId;
+    this.seq = snapshot.seq;
+    const fill = <T>(map: Map<string, T>, records: T[], key: (r: T) => string) => {
+      map.clear();
+      for (const record of records) map.set(key(record), record);
+    };
+    const r = snapshot.records;
+    fill(this.sessions, r.session, (x) => x.id);
+    fill(this.accounts, r.account, (x) => x.id);
+    fill(
+      this.links,
+      r.link.map((l) => ({ ...l, expiresAt: new Date(l.expiresAt) })),
+      (x) => x.token,
+    );
+    fill(this.authConfigs, r.auth_config, (x) => x.id);
+    fill(this.triggers, r.trigger, (x) => x.id);
+    fill(this.subscriptions, r.subscription, (x) => x.id);
+    fill(this.mcpSessions, r.mcp_session, (x) => x.id);
   }
 
   /**

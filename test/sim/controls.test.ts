@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { verifyWebhookSignature } from '../../src/composio/index.js';
+import { findTriggerType } from '../../src/sim/catalog.js';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { startReceiver } from './receiver.js';
 
@@ -152,7 +153,11 @@ describe('/_sim controls', () => {
     expect(location).toMatch(/^\/_sim\?notice=/);
     const after = await (await fetch(`${sim.origin}${location}`)).text();
     expect(after).toMatch(/Fired ti_\w+: msg_\w+ to .* answered 200/);
-    expect(JSON.parse(receiver?.received[0]?.body.toString() ?? '{}').data).toEqual({ subject: '<b>hi</b>' });
+    // From the page, the typed fields are laid over the trigger type's sample event.
+    expect(JSON.parse(receiver?.received[0]?.body.toString() ?? '{}').data).toEqual({
+      ...findTriggerType('GMAIL_NEW_GMAIL_MESSAGE')?.sample,
+      subject: '<b>hi</b>',
+    });
     const expired = await form(`/_sim/accounts/${account.id}/expire`, {});
     expect(expired.status).toBe(303);
   });

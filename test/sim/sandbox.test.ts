@@ -1,23 +1,38 @@
 import { type AddressInfo, createServer } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createComposioGateway, verifyWebhookSignature } from '../../src/composio/index.js';
 import { type Sandbox, startSandbox } from '../../src/sim/index.js';
 import { silentLogger } from '../composio/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startReceiver } from './receiver.js';
 
-/** Sandbox mode: simulator, generated key, subscription made through the adapter, banner. */
+/** Sandbox mode: simulator, generated key, subscription made through the adapter, banner, kept world. */
 
+let db: TestDatabase;
 let sandbox: Sandbox | undefined;
 let receiver: Awaited<ReturnType<typeof startReceiver>> | undefined;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
 afterEach(async () => {
   await sandbox?.close();
+  sandbox = undefined;
   await receiver?.close();
+  receiver = undefined;
+  // Each test starts from a sandbox that has kept nothing yet.
+  await db.sql`delete from sandbox.records`;
+  await db.sql`delete from sandbox.project`;
 });
+
+const start = (options: { brokerWebhookUrl: string; port?: number }) => startSandbox({ logger: silentLogger, sql: db.sql, ...options });
 
 describe('startSandbox', () => {
   it('registers the broker’s webhook URL and hands back the secret the simulator signs with', async () => {
     receiver = await startReceiver();
-    sandbox = await startSandbox({ logger: silentLogger, brokerWebhookUrl: receiver.url });
+    sandbox = await start({ brokerWebhookUrl: receiver.url });
     expect(sandbox.baseUrl).toBe(sandbox.simulator.origin);
     expect(sandbox.apiKey).toMatch(/^sim_[A-Za-z0-9_-]{32}$/);
     expect(sandbox.simulator.controls.state().webhookSubscriptions).toMatchObject([
@@ -50,7 +65,7 @@ describe('startSandbox', () => {
   });
 
   it('prints one banner naming sandbox mode, the simulator and its controls', async () => {
-    sandbox = await startSandbox({ logger: silentLogger, brokerWebhookUrl: 'http://127.0.0.1:8787/v1/webhooks/composio' });
+    sandbox = await start({ brokerWebhookUrl: 'http://127.0.0.1:8787/v1/webhooks/composio' });
     const banner = sandbox.bannerLines.join('\n');
     expect(banner).toMatch(/SANDBOX MODE/);
     expect(banner).toContain(sandbox.simulator.origin);
@@ -62,8 +77,71 @@ describe('startSandbox', () => {
 
   it('listens on the requested port', async () => {
     const port = await freePort();
-    sandbox = await startSandbox({ logger: silentLogger, brokerWebhookUrl: 'http://127.0.0.1:1/h', port });
+    sandbox = await start({ brokerWebhookUrl: 'http://127.0.0.1:1/h', port });
     expect(sandbox.baseUrl).toBe(`http://127.0.0.1:${port}`);
+  });
+});
+
+describe('the sandbox remembers', () => {
+  it('takes up, after a restart on the same database, the project key, accounts, Sessions, links, triggers and the subscription', async () => {
+    receiver = await startReceiver();
+    const port = await freePort();
+    sandbox = await start({ brokerWebhookUrl: receiver.url, port });
+    expect(sandbox.restored).toBe(false);
+    const gateway = () =>
+      createComposioGateway({
+        apiKey: sandbox!.apiKey,
+        baseUrl: sandbox!.baseUrl,
+        callsPerMinute: 600,
+        timeoutMs: 2_000,
+        logger: silentLogger,
+      });
+    const session = await gateway().createSession('omb_remember');
+    const work = await gateway().createLink(session.sessionId, 'gmail', { alias: 'work' });
+    sandbox.simulator.controls.authorizeLink(new URL(work.url).pathname.split('/').pop() ?? '');
+    const pending = await gateway().createLink(session.sessionId, 'gmail', { alias: 'home' });
+    const trigger = await gateway().upsertTrigger({
+      userId: 'omb_remember',
+      slug: 'GMAIL_NEW_GMAIL_MESSAGE',
+      connectedAccountId: work.connectedAccountId,
+      config: { query: 'from:boss', interval: 15 },
+    });
+    const before = sandbox.simulator.controls.state();
+    const { apiKey, webhookSecret } = sandbox;
+    await sandbox.close();
+
+    sandbox = await start({ brokerWebhookUrl: receiver.url, port });
+    expect(sandbox.restored).toBe(true);
+    expect(sandbox.apiKey).toBe(apiKey);
+    expect(sandbox.webhookSecret).toBe(webhookSecret);
+    const after = sandbox.simulator.controls.state();
+    expect(after.project).toEqual(before.project);
+    expect(after.accounts).toEqual(before.accounts);
+    expect(after.sessions).toEqual(before.sessions);
+    expect(after.links).toEqual(before.links);
+    expect(after.triggers).toEqual(before.triggers);
+    expect(after.authConfigs).toEqual(before.authConfigs);
+
+    // Through the SDK, as the broker sees it: the account is ACTIVE, the trigger active.
+    expect((await gateway().getConnectedAccount(work.connectedAccountId)).status).toBe('ACTIVE');
+    // The consent link from before the restart still opens (same port), and still works.
+    const page = await fetch(pending.url);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('Authorize');
+    // The trigger still fires, signed with the same secret.
+    const delivery = await sandbox.simulator.controls.fireTrigger(trigger.triggerId);
+    expect(delivery.ok).toBe(true);
+    const received = receiver.received.at(-1);
+    expect(
+      verifyWebhookSignature({
+        id: received?.headers['webhook-id'] as string,
+        timestamp: received?.headers['webhook-timestamp'] as string,
+        signatureHeader: received?.headers['webhook-signature'] as string,
+        rawBody: received?.body ?? '',
+        secrets: [webhookSecret],
+        nowSeconds: Math.floor(Date.now() / 1000),
+      }),
+    ).toEqual({ ok: true });
   });
 });
 

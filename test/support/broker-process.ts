@@ -14,8 +14,13 @@ export interface BrokerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export async function startBroker(env: Record<string, string>, options: { timeoutMs?: number } = {}): Promise<BrokerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+/** `npm start` in `options.via: 'npm'`: the process signalled is then npm's, as a process manager's would be. */
+export async function startBroker(
+  env: Record<string, string>,
+  options: { timeoutMs?: number; via?: 'node' | 'npm' } = {},
+): Promise<BrokerProcess> {
+  const [command, args] = options.via === 'npm' ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'src/main.ts']];
+  const child = spawn(command as string, args as string[], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { findToolkit } from '../catalog.js';
+import { findToolkit, findTriggerType } from '../catalog.js';
 import type { SimContext } from '../context.js';
 import type { SimulatorControls } from '../controls.js';
 import { badRequest, SimError } from '../errors.js';
 import { parseFaultSpec } from '../faults.js';
 import { asObject, type Json, optionalString } from '../input.js';
-import { consentPage, indexPage, messagePage } from '../pages.js';
+import { consentPage, type IndexMessages, indexPage, messagePage } from '../pages.js';
 import { getLink } from '../sessions.js';
 import type { AccountStatus } from '../store.js';
 
@@ -18,7 +18,7 @@ import type { AccountStatus } from '../store.js';
 
 type Req = FastifyRequest<{ Params: Record<string, string>; Querystring: Record<string, string | undefined>; Body: unknown }>;
 
-const isForm = (req: FastifyRequest) => String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
+export const isForm = (req: FastifyRequest) => String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
 
 /** Form posts go back to the index with a one-line notice; JSON posts get the result. */
 function answer(req: FastifyRequest, reply: FastifyReply, notice: string, result: unknown, status = 200) {
@@ -30,8 +30,16 @@ function answer(req: FastifyRequest, reply: FastifyReply, notice: string, result
   return reply.code(status).send(result);
 }
 
+/** The index page, with each trigger's installation and automation when the broker names them. */
+export async function renderIndex(ctx: SimContext, controls: SimulatorControls, messages: IndexMessages): Promise<string> {
+  const owners = await ctx.describeTriggers([...ctx.store.triggers.keys()]).catch(() => new Map());
+  return indexPage(ctx, controls, messages, owners);
+}
+
 export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, controls: SimulatorControls): void {
-  app.get('/_sim', async (req: Req, reply) => reply.type('text/html; charset=utf-8').send(indexPage(ctx, controls, req.query.notice)));
+  app.get('/_sim', async (req: Req, reply) =>
+    reply.type('text/html; charset=utf-8').send(await renderIndex(ctx, controls, { notice: req.query.notice })),
+  );
   app.get('/_sim/state', async () => controls.state());
   app.get('/_sim/requests', async () => ({ requests: controls.requests() }));
   app.delete('/_sim/requests', async () => {
@@ -57,7 +65,12 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
     return answer(req, reply, `${result.account.id} is EXPIRED${delivered}`, result);
   });
   app.post('/_sim/triggers/:id/fire', async (req: Req, reply) => {
-    const delivery = await controls.fireTrigger(req.params.id as string, eventData(asObject(req.body)));
+    let data = eventData(asObject(req.body));
+    // From the page, what was typed is laid over the trigger type's sample event; JSON callers
+    // send exactly the data they mean.
+    const trigger = ctx.store.triggers.get(req.params.id as string);
+    if (isForm(req) && data && trigger) data = { ...(findTriggerType(trigger.slug)?.sample ?? {}), ...data };
+    const delivery = await controls.fireTrigger(req.params.id as string, data);
     return answer(req, reply, `Fired ${req.params.id}: ${describeDelivery(delivery)}`, delivery);
   });
 

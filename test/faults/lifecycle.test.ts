@@ -1,0 +1,259 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rename, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
+import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import { registerOver, until } from '../support/http.js';
+
+/**
+ * The broker's life as a process on a data folder of its own (embedded Postgres): a second
+ * broker on the same folder is refused and harms nothing; `npm start`'s pid stops everything;
+ * an embedded Postgres that dies is started again.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+let sim: Simulator;
+const folders: string[] = [];
+const cleanups: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  sim = await startSimulator({ apiKey: 'sim_lifecycle_key', logger: false });
+});
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  await sim.close();
+  for (const folder of folders) await rm(folder, { recursive: true, force: true });
+}, 60_000);
+
+async function newDataDir(): Promise<string> {
+  const folder = await mkdtemp(path.join(tmpdir(), 'omb-lifecycle-'));
+  folders.push(folder);
+  return folder;
+}
+
+const env = (dataDir: string): Record<string, string> => ({
+  DATA_DIR: dataDir,
+  COMPOSIO_API_KEY: sim.apiKey,
+  COMPOSIO_BASE_URL: sim.origin,
+  COMPOSIO_WEBHOOK_SECRET: 'whsec_lifecycle_tests',
+  SHUTDOWN_GRACE_MS: '3000',
+});
+
+async function start(dataDir: string, via: 'node' | 'npm' = 'node'): Promise<BrokerProcess> {
+  const broker = await startBroker(env(dataDir), { via });
+  cleanups.push(() => broker.stop('SIGKILL'));
+  return broker;
+}
+
+/** The broker's own pid, from its log (under `npm start` the child's pid is not npm's). */
+function brokerPid(broker: BrokerProcess): number {
+  const match = /"pid":(\d+)[^\n]*"msg":"broker listening"/.exec(broker.output());
+  if (!match) throw new Error('no pid in the log');
+  return Number(match[1]);
+}
+
+function postmasterPid(dataDir: string): number | null {
+  const file = path.join(dataDir, 'postgres', 'postmaster.pid');
+  if (!existsSync(file)) return null;
+  return Number.parseInt(readFileSync(file, 'utf8').split('\n')[0] ?? '', 10);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs the broker to its end: for one that must refuse to start. */
+function run(dataDir: string): { child: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env(dataDir) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  cleanups.push(async () => child.kill('SIGKILL'));
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  return { child, done: new Promise((resolve) => child.once('exit', (code) => resolve({ code, output }))) };
+}
+
+/** Alive and not a zombie (an orphan that exited may wait for a parent that never reaps it). */
+function running(pid: number): boolean {
+  if (!alive(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+async function healthy(url: string): Promise<boolean> {
+  try {
+    return (await fetch(`${url}/health`)).status === 200;
+  } catch {
+    return false;
+  }
+}
+
+describe('one broker per data folder', () => {
+  it('refuses a second broker on a folder in use with exit 78, naming the folder and the pid; the first keeps serving', async () => {
+    const dataDir = await newDataDir();
+    const first = await start(dataDir);
+    const postgresBefore = postmasterPid(dataDir);
+    expect(postgresBefore).not.toBeNull();
+
+    const second = await run(dataDir).done;
+    expect(second.code).toBe(78);
+    expect(second.output).toContain(`the data folder ${path.resolve(dataDir)} is in use by a running broker (pid ${brokerPid(first)})`);
+    expect(second.output).not.toContain('stopping an embedded Postgres left running');
+
+    // The first broker's Postgres was not touched, and it keeps serving.
+    expect(postmasterPid(dataDir)).toBe(postgresBefore);
+    expect(alive(postgresBefore!)).toBe(true);
+    expect(await healthy(first.url)).toBe(true);
+    const who = await registerOver(first.url);
+    expect((await fetch(`${first.url}/v1/me`, { headers: who.auth })).status).toBe(200);
+
+    expect(await first.stop()).toBe(0);
+    expect(postmasterPid(dataDir)).toBeNull();
+    expect(existsSync(path.join(dataDir, 'broker.pid')), 'the lock released').toBe(false);
+  }, 60_000);
+
+  it('lets exactly one of two brokers started at once on a fresh folder run', async () => {
+    const dataDir = await newDataDir();
+    const a = run(dataDir);
+    const b = run(dataDir);
+    const listening = (output: string) => /"msg":"broker listening"/.test(output);
+    let outA = '';
+    let outB = '';
+    a.child.stdout!.on('data', (c: Buffer) => (outA += c.toString()));
+    b.child.stdout!.on('data', (c: Buffer) => (outB += c.toString()));
+    // One of them refuses (78) at once; the other goes on to listen.
+    const refused = await Promise.race([a.done.then((r) => ({ r, winner: b })), b.done.then((r) => ({ r, winner: a }))]);
+    expect(refused.r.code).toBe(78);
+    expect(refused.r.output).toContain('is in use by a running broker');
+    const winnerOut = refused.winner === a ? () => outA : () => outB;
+    await until(() => listening(winnerOut()), 40_000, 'the other broker listening');
+    refused.winner.child.kill('SIGTERM');
+    expect((await refused.winner.done).code).toBe(0);
+    expect(postmasterPid(dataDir)).toBeNull();
+  }, 60_000);
+
+  it('still recovers the folder of a broker killed with SIGKILL, whose Postgres it left running', async () => {
+    const dataDir = await newDataDir();
+    const first = await start(dataDir);
+    const who = await registerOver(first.url);
+    const orphan = postmasterPid(dataDir)!;
+    await first.stop('SIGKILL');
+    expect(alive(orphan), 'its Postgres outlives it').toBe(true);
+
+    const second = await start(dataDir);
+    expect(second.output()).toContain('stopping an embedded Postgres left running by an earlier broker');
+    expect(alive(orphan)).toBe(false);
+    expect((await fetch(`${second.url}/v1/me`, { headers: who.auth })).status).toBe(200);
+    expect(await second.stop()).toBe(0);
+    expect(postmasterPid(dataDir)).toBeNull();
+  }, 60_000);
+});
+
+describe('npm start', () => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`stops everything on ${signal} to the pid of npm start: polls answered, Postgres stopped, exit 0`, async () => {
+      const dataDir = await newDataDir();
+      const broker = await start(dataDir, 'npm');
+      const pid = brokerPid(broker);
+      expect(pid).not.toBe(broker.child.pid);
+      const postgres = postmasterPid(dataDir)!;
+      const who = await registerOver(broker.url);
+      const poll = fetch(`${broker.url}/v1/events?wait=25`, { headers: who.auth }).then(async (r) => ({
+        status: r.status,
+        body: await r.json(),
+      }));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+
+      const signalledAt = performance.now();
+      broker.child.kill(signal);
+      // As Ctrl-C in a terminal or a signal to the process group does: the broker gets the signal
+      // itself too, besides npm relaying it.
+      process.kill(pid, signal);
+      expect(await poll).toEqual({ status: 200, body: { events: [], cursor: expect.any(String) } });
+      const code = await new Promise((resolve) => {
+        if (broker.child.exitCode !== null) resolve(broker.child.exitCode);
+        else broker.child.once('exit', resolve);
+      });
+      expect(code, broker.output()).toBe(0);
+      expect(performance.now() - signalledAt).toBeLessThan(10_000);
+      expect(alive(pid), 'the broker process is gone').toBe(false);
+      expect(alive(postgres), 'its Postgres is gone').toBe(false);
+      expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
+      expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
+    }, 60_000);
+  }
+});
+
+describe('npm killed outright', () => {
+  it('the broker notices it was orphaned and shuts down gracefully, Postgres included', async () => {
+    const dataDir = await newDataDir();
+    const broker = await start(dataDir, 'npm');
+    const pid = brokerPid(broker);
+    const postgres = postmasterPid(dataDir)!;
+    broker.child.kill('SIGKILL');
+    await until(() => !running(pid), 15_000, 'the orphaned broker gone');
+    expect(alive(postgres), 'its Postgres is gone').toBe(false);
+    expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
+    expect(broker.output()).toContain('the process that started the broker is gone; shutting down');
+    expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
+  }, 60_000);
+});
+
+describe('the embedded Postgres dies', () => {
+  it('is started again, the broker serves again, and SIGTERM still stops it promptly with exit 0', async () => {
+    const dataDir = await newDataDir();
+    const broker = await start(dataDir);
+    const who = await registerOver(broker.url);
+    const first = postmasterPid(dataDir)!;
+    process.kill(first, 'SIGKILL');
+
+    // A new server in the folder (the killed one's postmaster.pid stays until then).
+    await until(
+      () => {
+        const now = postmasterPid(dataDir);
+        return now !== null && now !== first && alive(now);
+      },
+      30_000,
+      'a new Postgres in the folder',
+    );
+    const second = postmasterPid(dataDir);
+    await until(async () => healthy(broker.url), 15_000, 'the broker healthy again');
+    expect((await fetch(`${broker.url}/v1/me`, { headers: who.auth })).status).toBe(200);
+    expect(broker.output()).toContain('embedded Postgres exited unexpectedly; starting it again');
+
+    const signalledAt = performance.now();
+    expect(await broker.stop()).toBe(0);
+    expect(performance.now() - signalledAt).toBeLessThan(8000);
+    expect(postmasterPid(dataDir)).toBeNull();
+    expect(alive(second!)).toBe(false);
+  }, 90_000);
+
+  it('exits 1 for a supervisor when it cannot be started again', async () => {
+    const dataDir = await newDataDir();
+    const broker = await start(dataDir);
+    const exited = new Promise<number | null>((resolve) => broker.child.once('exit', resolve));
+    const postgres = postmasterPid(dataDir)!;
+    // Its folder gone with it: no attempt to start it again can succeed.
+    process.kill(postgres, 'SIGKILL');
+    await rename(path.join(dataDir, 'postgres'), path.join(dataDir, 'postgres-moved'));
+    expect(await exited).toBe(1);
+    expect(broker.output()).toContain('embedded Postgres could not be started again');
+    expect(broker.output()).toContain('shutting down: the embedded Postgres is gone');
+    expect(existsSync(path.join(dataDir, 'broker.pid')), 'the lock released').toBe(false);
+  }, 90_000);
+});
