@@ -1,7 +1,6 @@
-import { Readable, Transform, type TransformCallback } from 'node:stream';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { PassThrough, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import type { ComposioGateway } from '../composio/index.js';
-import { isSignedOutText, reconnectMessage } from '../composio/index.js';
+import { ComposioFailure, isSignedOutText, reconnectMessage } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
@@ -63,14 +62,41 @@ export async function proxyMcp(
     if (value !== null) answerHeaders[name] = value;
   }
   if (!upstream.body) return { status: upstream.status, headers: answerHeaders, body: null };
-  const source = Readable.fromWeb(upstream.body as WebReadableStream<Uint8Array>);
   const contentType = answerHeaders['content-type'] ?? '';
+  let noted: Transform = new PassThrough();
   if (contentType.startsWith('text/event-stream')) {
     answerHeaders['x-accel-buffering'] = 'no';
-    return { status: upstream.status, headers: answerHeaders, body: source.pipe(new SseReconnectNote()) };
+    noted = new SseReconnectNote();
+  } else if (contentType.includes('json')) {
+    noted = new JsonReconnectNote();
   }
-  if (contentType.includes('json')) return { status: upstream.status, headers: answerHeaders, body: source.pipe(new JsonReconnectNote()) };
-  return { status: upstream.status, headers: answerHeaders, body: source };
+  return { status: upstream.status, headers: answerHeaders, body: relay(upstream.body, noted, request.signal) };
+}
+
+/**
+ * The upstream body through `noted`, as one stream whose failure is the answer's failure: an
+ * upstream that breaks off, or a client that hung up (whose signal aborted the fetch), destroys
+ * the returned stream with the error — never an `error` event nobody listens to, which would
+ * stop the process. `pipe` keeps backpressure: a client that stops reading stops the reads
+ * from upstream. When the client goes, the HTTP layer destroys the returned stream, which
+ * cancels the upstream body.
+ */
+function relay(body: ReadableStream<Uint8Array>, noted: Transform, clientGone: AbortSignal): Readable {
+  const source = Readable.from(upstreamChunks(body, clientGone), { objectMode: false });
+  pipeline(source, noted, () => {
+    // Each stream is destroyed with the error; the HTTP layer watches `noted` and ends the answer.
+  });
+  return noted;
+}
+
+async function* upstreamChunks(body: ReadableStream<Uint8Array>, clientGone: AbortSignal): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of body) yield chunk;
+  } catch (error) {
+    if (clientGone.aborted) throw error;
+    // Before the first byte has gone out this is the answer (502); after, the answer is cut off.
+    throw new ComposioFailure('unavailable', 'Composio’s MCP endpoint broke off its answer; try again.', { subject: 'Session' });
+  }
 }
 
 /** The note added to a signed-out tool error. */
