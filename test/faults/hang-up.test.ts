@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { connectAccount } from '../composio/harness.js';
 import { type ConnectorsWorld, type Member, member, startWorld } from '../connectors/support.js';
 
 /**
@@ -30,6 +31,9 @@ afterAll(async () => {
   process.off('uncaughtException', onEscape);
   process.off('unhandledRejection', onEscape);
   await w.close();
+});
+beforeEach(() => {
+  escaped.length = 0;
 });
 afterEach(() => {
   w.h.sim.controls.setMcpStreaming(null);
@@ -88,27 +92,181 @@ async function mcpSessionId(m: Member): Promise<string> {
   return init.headers.get('mcp-session-id')!;
 }
 
+function mcpRequest(sessionId: string, accept: string, id: number): string {
+  const body = rpc(id, 'tools/list');
+  const headers = { ...a.auth, 'content-type': 'application/json', accept, 'mcp-session-id': sessionId };
+  return head('POST', '/v1/mcp', headers, Buffer.byteLength(body)) + body;
+}
+
 describe('a client hanging up on /v1/mcp ends only its own request', () => {
   for (const accept of ['text/event-stream', 'application/json']) {
-    it(`mid-answer (${accept})`, async () => {
+    it(`hangs up mid-answer (${accept})`, async () => {
       const sessionId = await mcpSessionId(a);
       w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 300, times: 1 });
       const socket = await open();
-      const body = rpc(1, 'tools/list');
-      socket.write(
-        head(
-          'POST',
-          '/v1/mcp',
-          { ...a.auth, 'content-type': 'application/json', accept, 'mcp-session-id': sessionId },
-          Buffer.byteLength(body),
-        ) + body,
-      );
-      const first = await received(socket);
-      expect(first).toMatch(/^HTTP\/1.1 200/);
+      socket.write(mcpRequest(sessionId, accept, 1));
+      // The simulator is still pacing its answer (1.2 s in all) when the client goes.
+      await delay(500);
       socket.destroy();
-      // The simulator keeps pacing its answer for a while: the broker sees the rest fail.
+      await delay(1_200);
+      await stillServing();
+    });
+
+    it(`hangs up before the answer's headers (${accept})`, async () => {
+      const sessionId = await mcpSessionId(a);
+      w.h.sim.controls.injectFault({ delayMs: 800, path: '/tool_router/', times: 1 });
+      const socket = await open();
+      socket.write(mcpRequest(sessionId, accept, 2));
+      await delay(300);
+      socket.destroy();
       await delay(1_000);
       await stillServing();
     });
+
+    it(`survives Composio breaking off mid-answer (${accept})`, async () => {
+      const sessionId = await mcpSessionId(a);
+      w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 100, times: 1, breakAfter: 2 });
+      const response = await fetch(`${origin}/v1/mcp`, {
+        method: 'POST',
+        headers: { ...a.auth, 'content-type': 'application/json', accept, 'mcp-session-id': sessionId },
+        body: rpc(3, 'tools/list'),
+      });
+      if (accept === 'application/json') {
+        // Nothing had gone out yet (a JSON answer is read whole): the whole answer is Composio failing.
+        expect(response.status).toBe(502);
+        expect(await response.json()).toEqual({ error: expect.stringMatching(/broke off/), code: 'upstream_unavailable' });
+      } else {
+        // The first events went out as they came; then the answer is cut off, as upstream's was.
+        expect(response.status).toBe(200);
+        await expect(response.text()).rejects.toThrow();
+      }
+      await stillServing();
+    });
   }
+
+  it('serves others while a client stops reading a long answer, then lets it go', async () => {
+    const sessionId = await mcpSessionId(a);
+    // 3 s of answer: the client stops reading at once and goes while it still streams.
+    w.h.sim.controls.setMcpStreaming({ chunks: 50, intervalMs: 60, times: 1 });
+    const socket = await open();
+    socket.write(mcpRequest(sessionId, 'text/event-stream', 4));
+    await received(socket);
+    socket.pause();
+    await delay(1_000);
+    await stillServing();
+    socket.destroy();
+    await delay(500);
+    await stillServing();
+  });
+});
+
+/**
+ * Every route that waits on something (the body, Composio, Postgres, a long poll) or streams,
+ * hung up on at each stage: while the body is still arriving, while the broker waits (Composio
+ * held back by the simulator), and, where the answer streams, while it streams.
+ */
+describe('a client hanging up on any route ends only its own request', () => {
+  let triggerId: string;
+  beforeAll(async () => {
+    const { accountId } = await connectAccount(w.h, a.userId, 'gmail', 'hangup');
+    const created = await fetch(`${origin}/v1/triggers`, {
+      method: 'POST',
+      headers: { ...a.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        automationId: 'auto_hang',
+        toolkit: 'gmail',
+        triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE',
+        connectedAccountId: accountId,
+      }),
+    });
+    expect(created.status).toBe(201);
+    triggerId = ((await created.json()) as { id: string }).id;
+  });
+
+  const json = { 'content-type': 'application/json' };
+  const routes = (): { method: string; path: string; headers?: Record<string, string>; body?: string }[] => [
+    { method: 'POST', path: '/v1/installations', headers: json, body: '{}' },
+    { method: 'GET', path: '/v1/me', headers: a.auth },
+    { method: 'PUT', path: '/v1/me/grant', headers: { ...a.auth, ...json }, body: JSON.stringify({ grant: 'x'.repeat(200) }) },
+    { method: 'GET', path: '/v1/events?wait=2', headers: a.auth },
+    { method: 'POST', path: '/v1/events/ack', headers: { ...a.auth, ...json }, body: JSON.stringify({ cursor: 'x' }) },
+    { method: 'POST', path: '/v1/webhooks/composio', headers: json, body: JSON.stringify({ type: 'x', data: { pad: 'y'.repeat(4000) } }) },
+    { method: 'GET', path: '/v1/connectors/connected', headers: a.auth },
+    { method: 'GET', path: '/v1/connectors?services=gmail,slack', headers: a.auth },
+    { method: 'POST', path: '/v1/connectors/slack/authorize', headers: { ...a.auth, ...json }, body: JSON.stringify({ alias: 'later' }) },
+    { method: 'DELETE', path: '/v1/connectors/notion', headers: a.auth },
+    { method: 'GET', path: '/v1/catalog', headers: a.auth },
+    { method: 'GET', path: '/v1/triggers', headers: a.auth },
+    {
+      method: 'POST',
+      path: '/v1/triggers',
+      headers: { ...a.auth, ...json },
+      body: JSON.stringify({
+        automationId: 'auto_x',
+        toolkit: 'gmail',
+        triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE',
+        connectedAccountId: 'ca_none',
+      }),
+    },
+    { method: 'DELETE', path: `/v1/triggers/${triggerId}`, headers: a.auth },
+    {
+      method: 'POST',
+      path: '/v1/mcp',
+      headers: { ...a.auth, ...json, accept: 'application/json, text/event-stream' },
+      body: rpc(9, 'tools/list'),
+    },
+    { method: 'DELETE', path: '/v1/mcp', headers: { ...a.auth, 'mcp-session-id': 'gone' } },
+    { method: 'GET', path: '/metrics' },
+    { method: 'GET', path: '/health' },
+  ];
+
+  it('while the body is still arriving', async () => {
+    const sockets = await Promise.all(
+      routes()
+        .filter((r) => r.body !== undefined)
+        .map(async (r) => {
+          const socket = await open();
+          const body = Buffer.from(r.body!);
+          socket.write(
+            head(r.method, r.path, r.headers ?? {}, body.length) + body.subarray(0, Math.floor(body.length / 2)).toString('utf8'),
+          );
+          return socket;
+        }),
+    );
+    await delay(200);
+    for (const socket of sockets) socket.destroy();
+    await delay(300);
+    await stillServing();
+  });
+
+  it('while the broker waits on Composio, Postgres or the long poll', async () => {
+    w.h.sim.controls.injectFault({ delayMs: 1_000, durationMs: 3_000 });
+    const sockets = await Promise.all(
+      routes().map(async (r) => {
+        const socket = await open();
+        socket.write(
+          head(r.method, r.path, r.headers ?? {}, r.body === undefined ? undefined : Buffer.byteLength(r.body)) + (r.body ?? ''),
+        );
+        return socket;
+      }),
+    );
+    await delay(300);
+    for (const socket of sockets) socket.destroy();
+    // Past the held-back Composio answers, which now reach requests nobody waits for.
+    await delay(1_500);
+    await stillServing();
+  });
+
+  it('at every moment of a streamed MCP answer', async () => {
+    const sessionId = await mcpSessionId(a);
+    for (const after of [0, 50, 150, 300, 450]) {
+      w.h.sim.controls.setMcpStreaming({ chunks: 4, intervalMs: 100, times: 1 });
+      const socket = await open();
+      socket.write(mcpRequest(sessionId, 'text/event-stream', 10));
+      await delay(after);
+      socket.destroy();
+    }
+    await delay(600);
+    await stillServing();
+  });
 });
