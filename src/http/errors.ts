@@ -48,6 +48,11 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    // The client hung up (its stream or its upstream call ended with it): nobody is left to answer.
+    if (request.raw.socket?.destroyed || reply.raw.destroyed) {
+      request.log.info({ code: (error as { code?: unknown }).code }, 'client went away before the answer');
+      return;
+    }
     if (error instanceof ComposioFailure) error = composioFailureAnswer(error);
     if (error instanceof AppError) {
       if (error.status >= 500) request.log.warn({ code: error.code, msg: error.message }, 'request failed');

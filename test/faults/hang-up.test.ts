@@ -32,8 +32,10 @@ afterAll(async () => {
   process.off('unhandledRejection', onEscape);
   await w.close();
 });
+let logsBefore = 0;
 beforeEach(() => {
   escaped.length = 0;
+  logsBefore = w.t.logs.lines.length;
 });
 afterEach(() => {
   w.h.sim.controls.setMcpStreaming(null);
@@ -80,6 +82,8 @@ async function stillServing(): Promise<void> {
   const me = await fetch(`${origin}/v1/me`, { headers: a.auth });
   expect(me.status).toBe(200);
   expect(escaped).toEqual([]);
+  // A hang-up is the client's choice, not the broker failing.
+  expect(w.t.logs.lines.slice(logsBefore).join('\n')).not.toMatch(/unexpected error/);
 }
 
 async function mcpSessionId(m: Member): Promise<string> {
