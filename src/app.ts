@@ -12,7 +12,7 @@ import { apiDocs } from './docs/openapi.js';
 import { eventRoutes } from './events/routes.js';
 import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
 import { webhookRoutes } from './events/webhook-routes.js';
-import { installErrorHandling } from './http/errors.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
 import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
@@ -50,6 +50,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: config.trustProxy,
     requestIdHeader: false,
     return503OnClosing: true,
+    // `{error, code}` even for what Node's parser and the router refuse, never quoting the path.
+    clientErrorHandler,
+    frameworkErrors,
     // Answers may take long (25 s polls, minutes-long MCP streams), but a request itself must
     // arrive within 30 s: a client trickling bytes cannot hold a socket forever.
     connectionTimeout: 0,
@@ -84,7 +87,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await database.sql`select 1`;
       return { status: 'ok', database: 'ok' };
     } catch {
-      return reply.code(503).send({ error: 'the database is not reachable', code: 'database_unavailable' });
+      return reply.code(503).header('retry-after', '2').send({ error: 'the database is not reachable', code: 'database_unavailable' });
     }
   });
 

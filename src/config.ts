@@ -31,6 +31,7 @@ const EnvSchema = z.object({
   ),
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_POOL_SIZE: int(1, 200).default(12),
+  DATABASE_TIMEOUT_MS: int(100, 600_000).default(10_000),
 
   COMPOSIO_API_KEY: optionalString,
   COMPOSIO_BASE_URL: httpUrl.default('https://backend.composio.dev'),
@@ -73,6 +74,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   readonly dataDir: string;
   readonly databasePoolSize: number;
+  /** Bound on each statement, on connecting and on waiting for Postgres to answer at all. */
+  readonly databaseTimeoutMs: number;
   readonly composio: {
     /** Unset: sandbox mode, the built-in simulator. */
     readonly apiKey: string | undefined;
@@ -157,6 +160,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl: e.DATABASE_URL,
     dataDir: e.DATA_DIR,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,
     composio: Object.freeze({
       apiKey: e.COMPOSIO_API_KEY,
       baseUrl: e.COMPOSIO_BASE_URL,
