@@ -1,6 +1,6 @@
 import { PassThrough, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import type { ComposioGateway } from '../composio/index.js';
-import { ComposioFailure, isSignedOutText, reconnectMessage } from '../composio/index.js';
+import { ComposioFailure, isComposioNotFound, isSignedOutText, reconnectMessage } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
@@ -54,7 +54,17 @@ export async function proxyMcp(
       ...(request.body && request.method === 'POST' ? { body: new Uint8Array(request.body) } : {}),
       signal: AbortSignal.any([request.signal, AbortSignal.timeout(MCP_TIMEOUT_MS)]),
     }),
-  );
+  ).catch((error: unknown) => {
+    // A 404 here would tell the MCP client its MCP session expired: it is Composio failing.
+    if (!isComposioNotFound(error)) throw error;
+    throw new ComposioFailure(
+      'unavailable',
+      'Composio does not know this installation’s Session even after it was replaced; try again shortly.',
+      {
+        subject: 'Session',
+      },
+    );
+  });
 
   const answerHeaders: Record<string, string> = {};
   for (const name of FORWARDED_RESPONSE_HEADERS) {
