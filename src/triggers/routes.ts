@@ -118,7 +118,9 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       404: refusal(
         "Not one of this installation's accounts (`connected_account_not_found`), or no such trigger type (`trigger_type_not_found`).",
       ),
-      409: refusal('`automation_conflict`, `trigger_duplicate`, or the account is signed out (`reconnect_required`).'),
+      409: refusal(
+        '`automation_conflict`, `trigger_duplicate`, the account already has 10 triggers (`too_many_triggers`), or the account is signed out (`reconnect_required`).',
+      ),
       413: refusals.tooLarge,
       ...composioRefusals,
     },

@@ -62,3 +62,31 @@ describe('trigger filter and config Postgres cannot store', () => {
     expect(composioRequests(world.h, before)).toEqual([]);
   });
 });
+
+describe('triggers per connected account', () => {
+  it('accepts 10 on one account and refuses the 11th with 409 too_many_triggers, calling Composio for nothing', async () => {
+    const b = await installationWithAccount(world, 'github');
+    for (let i = 0; i < 10; i++) {
+      const response = await createTrigger(world, b, {
+        ...githubBody({ config: { owner: 'ada', repo: `repo${i}` } }),
+        connectedAccountId: b.accountId,
+      });
+      expect(response.statusCode).toBe(201);
+    }
+    const before = world.h.sim.controls.requests().length;
+    const response = await createTrigger(world, b, {
+      ...githubBody({ config: { owner: 'ada', repo: 'one-more' } }),
+      connectedAccountId: b.accountId,
+    });
+    expect(response.statusCode).toBe(409);
+    expect(response.json()).toEqual({ error: expect.stringMatching(/10 triggers/), code: 'too_many_triggers' });
+    expect(composioRequests(world.h, before)).toEqual([]);
+    // Another account has its own allowance.
+    const other = await installationWithAccount(world, 'github');
+    const elsewhere = await createTrigger(world, other, {
+      ...githubBody({ config: { owner: 'ada', repo: 'repo0' } }),
+      connectedAccountId: other.accountId,
+    });
+    expect(elsewhere.statusCode).toBe(201);
+  });
+});
