@@ -53,10 +53,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // `{error, code}` even for what Node's parser and the router refuse, never quoting the path.
     clientErrorHandler,
     frameworkErrors,
-    // Answers may take long (25 s polls, minutes-long MCP streams), but a request itself must
-    // arrive within 30 s: a client trickling bytes cannot hold a socket forever.
+    // Answers may take long (25 s polls, minutes-long MCP streams), but a request itself (headers
+    // and body) must arrive within REQUEST_TIMEOUT_MS (30 s): a client trickling bytes cannot hold
+    // a socket forever. Node checks for late requests every `connectionsCheckingInterval` (30 s
+    // by default, which let a trickled body live 60-75 s): checked every second, the cut-off is
+    // the one configured, to within a second.
     connectionTimeout: 0,
-    requestTimeout: 30_000,
+    requestTimeout: config.requestTimeoutMs,
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      headersTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1_000, config.requestTimeoutMs / 4),
+    },
     // Longer than the balancers' idle timeout, so they close idle connections first.
     keepAliveTimeout: 72_000,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },

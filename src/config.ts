@@ -59,6 +59,7 @@ const EnvSchema = z.object({
   METRICS_HOST: optionalString,
   METRICS_PORT: int(0, 65535).optional(),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
+  REQUEST_TIMEOUT_MS: int(1_000, 600_000).default(30_000),
   TRUST_PROXY: bool.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -107,6 +108,8 @@ export interface Config {
     readonly port: number | undefined;
   };
   readonly shutdownGraceMs: number;
+  /** How long a request (headers and body) may take to arrive before it is answered `408`. */
+  readonly requestTimeoutMs: number;
   readonly trustProxy: boolean;
   readonly logLevel: string;
 }
@@ -182,6 +185,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     events: Object.freeze({ retentionDays: e.EVENT_RETENTION_DAYS, pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     trustProxy: e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
   });
