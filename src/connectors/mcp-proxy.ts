@@ -2,8 +2,10 @@ import { PassThrough, pipeline, Readable, Transform, type TransformCallback } fr
 import type { ComposioGateway } from '../composio/index.js';
 import { ComposioFailure, isComposioNotFound, isSignedOutText, reconnectMessage } from '../composio/index.js';
 import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
+import { forgetMcpSession, isGivenMcpSession, rememberMcpSession } from './store.js';
 
 /** Headers of the client's request that mean something to the MCP server. */
 const FORWARDED_REQUEST_HEADERS = ['accept', 'content-type', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'];
@@ -44,6 +46,12 @@ export async function proxyMcp(
     const value = request.headers[name];
     if (typeof value === 'string') headers[name] = value;
   }
+  // Only MCP sessions Composio gave this installation go upstream: another installation's id
+  // (or a made-up one) is answered here as an unknown MCP session, as the MCP server would.
+  const resumed = headers['mcp-session-id'];
+  if (resumed !== undefined && !(await isGivenMcpSession(db, installation.id, resumed))) {
+    throw new AppError(404, 'mcp_session_not_found', 'this MCP session is unknown or has ended; initialize a new one');
+  }
 
   // Composio's own failures arrive as errors (a Session it no longer knows is replaced once);
   // the MCP server's answers to the client's requests, errors included, pass through as they are.
@@ -70,6 +78,17 @@ export async function proxyMcp(
   for (const name of FORWARDED_RESPONSE_HEADERS) {
     const value = upstream.headers.get(name);
     if (value !== null) answerHeaders[name] = value;
+  }
+  try {
+    const given = answerHeaders['mcp-session-id'];
+    if (given !== undefined && given !== resumed && upstream.ok) await rememberMcpSession(db, installation.id, given);
+    // Ended by the client, or expired upstream: the id opens nothing any more.
+    if (resumed !== undefined && ((request.method === 'DELETE' && upstream.ok) || upstream.status === 404)) {
+      await forgetMcpSession(db, installation.id, resumed);
+    }
+  } catch (error) {
+    await upstream.body?.cancel().catch(() => {});
+    throw error;
   }
   if (!upstream.body) return { status: upstream.status, headers: answerHeaders, body: null };
   const contentType = answerHeaders['content-type'] ?? '';

@@ -65,8 +65,10 @@ describe('/v1/mcp', () => {
 
   it("still passes the MCP server's own JSON-RPC error answers on as they are", async () => {
     // The simulated MCP server answers an unknown MCP session 404 with a JSON-RPC error: the
-    // MCP client then starts a new MCP session, as the protocol says.
-    const response = await mcp({ 'mcp-session-id': 'not-a-session' }, rpc(3, 'tools/list'));
+    // MCP client then starts a new MCP session, as the protocol says. (An id the broker never saw
+    // is answered by the broker itself: this one is recorded as given, as if it had expired upstream.)
+    await w.t.database.sql`insert into mcp_sessions (installation_id, mcp_session_id) values (${a.installationId}, 'expired-upstream')`;
+    const response = await mcp({ 'mcp-session-id': 'expired-upstream' }, rpc(3, 'tools/list'));
     expect(response.status).toBe(404);
     expect(await response.json()).toMatchObject({ jsonrpc: '2.0', error: { message: expect.any(String) } });
   });
