@@ -61,7 +61,7 @@ export function openDatabase(options: DatabaseOptions): Database {
     onnotice: () => {},
     connection: { application_name: 'omb-broker', statement_timeout: timeoutMs },
     // postgres.js takes a socket factory (documented, though missing from its types).
-    ...({ socket: answerBoundSocket(timeoutMs + ANSWER_MARGIN_MS, connectTimeoutSeconds * 1000) } as object),
+    ...({ socket: answerBoundSocket(timeoutMs + ANSWER_MARGIN_MS) } as object),
   });
   const db = drizzle(sql, { schema });
   let closed: Promise<void> | undefined;
@@ -113,29 +113,19 @@ interface SocketTarget {
  * connection; on TLS (the handle is wrapped below JavaScript) only the statement and connect
  * timeouts apply. An answer that stops halfway after its first bytes arrived is not bounded.
  */
-function answerBoundSocket(answerMs: number, connectMs: number): (target: SocketTarget) => Promise<Socket> {
+function answerBoundSocket(answerMs: number): (target: SocketTarget) => Socket {
   let attempt = 0;
-  return (target) =>
-    new Promise((resolve, reject) => {
-      const index = attempt++ % Math.max(1, target.host.length);
-      const host = target.host[index] ?? 'localhost';
-      const port = target.port[index] ?? target.port[0] ?? 5432;
-      const socket = target.path ? connect(target.path) : connect(port, host);
-      Object.assign(socket, { host, port });
-      const connecting = setTimeout(
-        () => socket.destroy(timedOut(`connecting to Postgres took over ${connectMs} ms`, 'CONNECT_TIMEOUT')),
-        connectMs,
-      );
-      socket.once('error', (error) => {
-        clearTimeout(connecting);
-        reject(error);
-      });
-      socket.once('connect', () => {
-        clearTimeout(connecting);
-        socket.removeAllListeners('error');
-        resolve(boundAnswers(socket, answerMs));
-      });
-    });
+  return (target) => {
+    const index = attempt++ % Math.max(1, target.host.length);
+    const host = target.host[index] ?? 'localhost';
+    const port = target.port[index] ?? target.port[0] ?? 5432;
+    // Handed over while still connecting, as postgres.js's own sockets are: what it writes first
+    // waits for the connection, and a refused or failed connection reaches postgres.js as the
+    // socket's `error` and `close`, so its reconnecting and its connect timeout work unchanged.
+    const socket = target.path ? connect(target.path) : connect(port, host);
+    Object.assign(socket, { host, port });
+    return boundAnswers(socket, answerMs);
+  };
 }
 
 function boundAnswers(socket: Socket, answerMs: number): Socket {
