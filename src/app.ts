@@ -49,7 +49,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: config.limits.bodyLimitBytes,
     trustProxy: config.trustProxy,
     requestIdHeader: false,
-    return503OnClosing: true,
+    // Requests arriving while the broker closes get 503, as `{error, code}` (installErrorHandling),
+    // not Fastify's own body.
+    return503OnClosing: false,
     // `{error, code}` even for what Node's parser and the router refuse, never quoting the path.
     clientErrorHandler,
     frameworkErrors,

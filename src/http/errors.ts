@@ -92,6 +92,21 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 
 /** The one place where errors become HTTP answers. */
 export function installErrorHandling(app: FastifyInstance): void {
+  // While the broker closes, a request that still reaches it (pipelined, or on a busy keep-alive
+  // connection) is turned away at once, so the balancer sends it to another replica.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (!closing) return;
+    return reply
+      .code(503)
+      .header('connection', 'close')
+      .header('retry-after', '1')
+      .send({ error: 'the broker is shutting down; try again', code: 'shutting_down' });
+  });
+
   app.setNotFoundHandler((_request, reply) => {
     void reply.code(404).send({ error: 'not found', code: 'not_found' });
   });

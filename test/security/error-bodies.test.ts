@@ -70,3 +70,27 @@ describe('refusals before any route runs', () => {
     expect(answer.text).not.toContain(MARKER);
   });
 });
+
+describe('while the broker closes', () => {
+  it('turns a request that still arrives away with 503 {error, code}', async () => {
+    const closing = await buildTestApp();
+    const closingPort = Number(new URL(await closing.app.listen({ port: 0, host: '127.0.0.1' })).port);
+    const socket = connect(closingPort, '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    let text = '';
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+    // The connection is busy (a body still arriving) when the close begins…
+    socket.write('POST /v1/installations HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const closed = closing.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // …then the body ends and another request follows on the same connection.
+    socket.write('}GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    await closed;
+    await new Promise((resolve) => (socket.destroyed ? resolve(undefined) : socket.once('close', resolve)));
+    const answers = text.split(/(?=HTTP\/1\.1 )/);
+    const last = answers.at(-1)!;
+    expect(last).toMatch(/^HTTP\/1\.1 503 /);
+    expect(JSON.parse(last.split('\r\n\r\n')[1]!)).toEqual({ error: expect.any(String), code: 'shutting_down' });
+  });
+});
