@@ -25,6 +25,7 @@ const PURE = [
 const PROCESSES = [
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
+  'test/faults/hang-up-process.test.ts',
   'test/faults/postgres-restart.test.ts',
   'test/faults/shutdown.test.ts',
   'test/operators/cli-process.test.ts',
