@@ -26,6 +26,7 @@ const PROCESSES = [
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
   'test/faults/lifecycle.test.ts',
+  'test/faults/hang-up-process.test.ts',
   'test/faults/postgres-restart.test.ts',
   'test/faults/shutdown.test.ts',
   'test/image/dist-entry-points.test.ts',

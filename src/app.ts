@@ -13,7 +13,7 @@ import { eventRoutes } from './events/routes.js';
 import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
 import { triggerTestRoutes } from './events/trigger-test-routes.js';
 import { webhookRoutes } from './events/webhook-routes.js';
-import { installErrorHandling } from './http/errors.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
 import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
@@ -62,11 +62,24 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: config.limits.bodyLimitBytes,
     trustProxy: trustedProxies(config.trustProxy),
     requestIdHeader: false,
-    return503OnClosing: true,
-    // Answers may take long (25 s polls, minutes-long MCP streams), but a request itself must
-    // arrive within 30 s: a client trickling bytes cannot hold a socket forever.
+    // Requests arriving while the broker closes get 503, as `{error, code}` (installErrorHandling),
+    // not Fastify's own body.
+    return503OnClosing: false,
+    // `{error, code}` even for what Node's parser and the router refuse, never quoting the path.
+    clientErrorHandler,
+    frameworkErrors,
+    // Answers may take long (25 s polls, minutes-long MCP streams), but a request itself (headers
+    // and body) must arrive within REQUEST_TIMEOUT_MS (30 s): a client trickling bytes cannot hold
+    // a socket forever. Node checks for late requests every `connectionsCheckingInterval` (30 s
+    // by default, which let a trickled body live 60-75 s): checked every second, the cut-off is
+    // the one configured, to within a second.
     connectionTimeout: 0,
-    requestTimeout: 30_000,
+    requestTimeout: config.requestTimeoutMs,
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      headersTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1_000, config.requestTimeoutMs / 4),
+    },
     // Longer than the balancers' idle timeout, so they close idle connections first.
     keepAliveTimeout: 72_000,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
@@ -97,7 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await database.sql`select 1`;
       return { status: 'ok', database: 'ok' };
     } catch {
-      return reply.code(503).send({ error: 'the database is not reachable', code: 'database_unavailable' });
+      return reply.code(503).header('retry-after', '2').send({ error: 'the database is not reachable', code: 'database_unavailable' });
     }
   });
 

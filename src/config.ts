@@ -90,6 +90,7 @@ const EnvSchema = z.object({
   DATABASE_PASSWORD: z.string().optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_POOL_SIZE: int(1, 200).default(12),
+  DATABASE_TIMEOUT_MS: int(100, 600_000).default(10_000),
 
   COMPOSIO_API_KEY: optionalString,
   COMPOSIO_BASE_URL: httpUrl.default('https://backend.composio.dev'),
@@ -128,6 +129,7 @@ const EnvSchema = z.object({
   METRICS_HOST: optionalString,
   METRICS_PORT: int(0, 65535).optional(),
   SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
+  REQUEST_TIMEOUT_MS: int(1_000, 600_000).default(30_000),
   TRUST_PROXY: trustProxy,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
@@ -143,6 +145,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   readonly dataDir: string;
   readonly databasePoolSize: number;
+  /** Bound on each statement, on connecting and on waiting for Postgres to answer at all. */
+  readonly databaseTimeoutMs: number;
   readonly composio: {
     /** Unset: sandbox mode, the built-in simulator. */
     readonly apiKey: string | undefined;
@@ -186,6 +190,8 @@ export interface Config {
     readonly port: number | undefined;
   };
   readonly shutdownGraceMs: number;
+  /** How long a request (headers and body) may take to arrive before it is answered `408`. */
+  readonly requestTimeoutMs: number;
   /**
    * Which proxies' `x-forwarded-for` entries give the client address: `false` none, a hop count,
    * or the proxies' addresses/CIDRs (never `true`, which would believe the client itself).
@@ -271,6 +277,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl,
     dataDir: e.DATA_DIR,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,
     composio: Object.freeze({
       apiKey: e.COMPOSIO_API_KEY,
       baseUrl: e.COMPOSIO_BASE_URL,
@@ -299,6 +306,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     triggers: Object.freeze({ reconnectCheckSeconds: e.TRIGGER_RECONNECT_CHECK_SECONDS }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     trustProxy: Array.isArray(e.TRUST_PROXY) ? Object.freeze([...e.TRUST_PROXY]) : e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
   });

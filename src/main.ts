@@ -59,7 +59,7 @@ async function main(): Promise<void> {
       databaseUrl = embedded.url;
     }
     await applyMigrations(databaseUrl, logger);
-    const database = openDatabase({ url: databaseUrl, poolSize: config.databasePoolSize, logger });
+    const database = openDatabase({ url: databaseUrl, poolSize: config.databasePoolSize, logger, timeoutMs: config.databaseTimeoutMs });
     closers.push(() => database.close());
 
     const composio = await connectComposio(config, logger, metrics, closers, database);

@@ -73,7 +73,7 @@ export function toFailure(error: unknown, context: ErrorContext): ComposioFailur
   }
   if (status === 429) return rateLimited(retryAfterMs(api) ?? DEFAULT_RATE_LIMIT_PAUSE_MS, subject);
   if (status === 404 || (status === 400 && /not found/i.test(message))) {
-    return new ComposioFailure('not_found', `Composio does not know this ${subject ?? 'item'}.`, { subject });
+    return new ComposioFailure('not_found', notFoundSentence(message, subject, context.toolkit), { subject });
   }
   if (status === 409) {
     return refused('conflict', sentence(message) ?? `Composio refused: this ${subject ?? 'item'} conflicts with another.`, subject);
@@ -167,6 +167,17 @@ function readBody(error: APIError): { message: string; code: number | undefined 
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * What Composio did not find, in words: the app when Composio says it is the toolkit it does
+ * not know (a call about a Session may fail on its toolkit), Composio's own sentence when it
+ * names the missing thing, otherwise the call's subject.
+ */
+function notFoundSentence(message: string, subject: string | undefined, toolkit: string | undefined): string {
+  if (toolkit && /toolkit/i.test(message)) return `Composio does not know the app ${toolkit}.`;
+  const own = /\bnot found\b|does not exist|unknown/i.test(message) ? sentence(message) : undefined;
+  return own ?? `Composio does not know this ${subject ?? 'item'}.`;
 }
 
 /** Composio's own message as one readable sentence, or undefined when it has none. */

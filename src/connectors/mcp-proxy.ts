@@ -1,10 +1,11 @@
-import { Readable, Transform, type TransformCallback } from 'node:stream';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { PassThrough, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import type { ComposioGateway } from '../composio/index.js';
-import { isSignedOutText, reconnectMessage } from '../composio/index.js';
+import { ComposioFailure, isComposioNotFound, isSignedOutText, reconnectMessage } from '../composio/index.js';
 import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
+import { forgetMcpSession, isGivenMcpSession, rememberMcpSession } from './store.js';
 
 /** Headers of the client's request that mean something to the MCP server. */
 const FORWARDED_REQUEST_HEADERS = ['accept', 'content-type', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'];
@@ -45,6 +46,12 @@ export async function proxyMcp(
     const value = request.headers[name];
     if (typeof value === 'string') headers[name] = value;
   }
+  // Only MCP sessions Composio gave this installation go upstream: another installation's id
+  // (or a made-up one) is answered here as an unknown MCP session, as the MCP server would.
+  const resumed = headers['mcp-session-id'];
+  if (resumed !== undefined && !(await isGivenMcpSession(db, installation.id, resumed))) {
+    throw new AppError(404, 'mcp_session_not_found', 'this MCP session is unknown or has ended; initialize a new one');
+  }
 
   // Composio's own failures arrive as errors (a Session it no longer knows is replaced once);
   // the MCP server's answers to the client's requests, errors included, pass through as they are.
@@ -55,22 +62,70 @@ export async function proxyMcp(
       ...(request.body && request.method === 'POST' ? { body: new Uint8Array(request.body) } : {}),
       signal: AbortSignal.any([request.signal, AbortSignal.timeout(MCP_TIMEOUT_MS)]),
     }),
-  );
+  ).catch((error: unknown) => {
+    // A 404 here would tell the MCP client its MCP session expired: it is Composio failing.
+    if (!isComposioNotFound(error)) throw error;
+    throw new ComposioFailure(
+      'unavailable',
+      'Composio does not know this installation’s Session even after it was replaced; try again shortly.',
+      {
+        subject: 'Session',
+      },
+    );
+  });
 
   const answerHeaders: Record<string, string> = {};
   for (const name of FORWARDED_RESPONSE_HEADERS) {
     const value = upstream.headers.get(name);
     if (value !== null) answerHeaders[name] = value;
   }
+  try {
+    const given = answerHeaders['mcp-session-id'];
+    if (given !== undefined && given !== resumed && upstream.ok) await rememberMcpSession(db, installation.id, given);
+    // Ended by the client, or expired upstream: the id opens nothing any more.
+    if (resumed !== undefined && ((request.method === 'DELETE' && upstream.ok) || upstream.status === 404)) {
+      await forgetMcpSession(db, installation.id, resumed);
+    }
+  } catch (error) {
+    await upstream.body?.cancel().catch(() => {});
+    throw error;
+  }
   if (!upstream.body) return { status: upstream.status, headers: answerHeaders, body: null };
-  const source = Readable.fromWeb(upstream.body as WebReadableStream<Uint8Array>);
   const contentType = answerHeaders['content-type'] ?? '';
+  let noted: Transform = new PassThrough();
   if (contentType.startsWith('text/event-stream')) {
     answerHeaders['x-accel-buffering'] = 'no';
-    return { status: upstream.status, headers: answerHeaders, body: source.pipe(new SseReconnectNote()) };
+    noted = new SseReconnectNote();
+  } else if (contentType.includes('json')) {
+    noted = new JsonReconnectNote();
   }
-  if (contentType.includes('json')) return { status: upstream.status, headers: answerHeaders, body: source.pipe(new JsonReconnectNote()) };
-  return { status: upstream.status, headers: answerHeaders, body: source };
+  return { status: upstream.status, headers: answerHeaders, body: relay(upstream.body, noted, request.signal) };
+}
+
+/**
+ * The upstream body through `noted`, as one stream whose failure is the answer's failure: an
+ * upstream that breaks off, or a client that hung up (whose signal aborted the fetch), destroys
+ * the returned stream with the error — never an `error` event nobody listens to, which would
+ * stop the process. `pipe` keeps backpressure: a client that stops reading stops the reads
+ * from upstream. When the client goes, the HTTP layer destroys the returned stream, which
+ * cancels the upstream body.
+ */
+function relay(body: ReadableStream<Uint8Array>, noted: Transform, clientGone: AbortSignal): Readable {
+  const source = Readable.from(upstreamChunks(body, clientGone), { objectMode: false });
+  pipeline(source, noted, () => {
+    // Each stream is destroyed with the error; the HTTP layer watches `noted` and ends the answer.
+  });
+  return noted;
+}
+
+async function* upstreamChunks(body: ReadableStream<Uint8Array>, clientGone: AbortSignal): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of body) yield chunk;
+  } catch (error) {
+    if (clientGone.aborted) throw error;
+    // Before the first byte has gone out this is the answer (502); after, the answer is cut off.
+    throw new ComposioFailure('unavailable', 'Composio’s MCP endpoint broke off its answer; try again.', { subject: 'Session' });
+  }
 }
 
 /** The note added to a signed-out tool error. */

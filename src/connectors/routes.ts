@@ -209,6 +209,9 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   // The MCP body and answer are bytes passed through: declared for the reference, never parsed
   // or serialised here.
   const mcpHeaders = (required: boolean) => describedHeaders({ 'mcp-session-id': { required, description: 'Passed both ways.' } });
+  const mcpSessionUnknown = refusal(
+    "An `mcp-session-id` Composio did not give this installation, or one that has ended (`mcp_session_not_found`), answered here without reaching Composio; or the MCP server's own `404` for an expired MCP session. Either way: initialize a new MCP session.",
+  );
   const mcpPost = {
     tags: ['connected apps'],
     summary: "The installation's tools over MCP (Streamable HTTP)",
@@ -224,6 +227,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
         content: { 'application/json': { schema: z.unknown() }, 'text/event-stream': { schema: z.string() } },
       },
       ...refused,
+      404: mcpSessionUnknown,
       413: refusals.tooLarge,
     },
   };
@@ -235,6 +239,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     response: {
       200: { description: 'The upstream answer as-is.', content: { 'application/json': { schema: z.unknown() } } },
       ...refused,
+      404: mcpSessionUnknown,
     },
   };
 

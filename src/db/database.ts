@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
@@ -31,15 +32,36 @@ export const reconnectBackoff = (attempts: number): number => Math.min(0.05 * 2 
 /** Any fixed number: the lock that lets one process at a time apply migrations. */
 const MIGRATION_LOCK = 7_262_011_001;
 
-export function openDatabase(options: { url: string; poolSize: number; logger: Logger }): Database {
+/** `DATABASE_TIMEOUT_MS` when not given. */
+export const DEFAULT_DATABASE_TIMEOUT_MS = 10_000;
+/** Past the statement timeout, how long an answer may still take before the connection is cut. */
+const ANSWER_MARGIN_MS = 1_000;
+
+export interface DatabaseOptions {
+  url: string;
+  poolSize: number;
+  logger: Logger;
+  /**
+   * Bound on every statement (Postgres's `statement_timeout`), on connecting, and, on plain TCP
+   * connections, on waiting for any answer at all: a frozen Postgres fails queries within about
+   * this long (answered `503`) instead of holding them.
+   */
+  timeoutMs?: number;
+}
+
+export function openDatabase(options: DatabaseOptions): Database {
   const log = options.logger.child({ component: 'database' });
+  const timeoutMs = options.timeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS;
+  const connectTimeoutSeconds = Math.max(1, Math.ceil(timeoutMs / 1000));
   const sql = postgres(options.url, {
     max: options.poolSize,
     idle_timeout: 60,
-    connect_timeout: 10,
+    connect_timeout: connectTimeoutSeconds,
     backoff: reconnectBackoff,
     onnotice: () => {},
-    connection: { application_name: 'omb-broker' },
+    connection: { application_name: 'omb-broker', statement_timeout: timeoutMs },
+    // postgres.js takes a socket factory (documented, though missing from its types).
+    ...({ socket: answerBoundSocket(timeoutMs + ANSWER_MARGIN_MS) } as object),
   });
   const db = drizzle(sql, { schema });
   let closed: Promise<void> | undefined;
@@ -69,4 +91,58 @@ export async function applyMigrations(url: string, logger: Logger): Promise<void
     await sql.end({ timeout: 5 });
   }
   logger.info({ component: 'database', ms: Date.now() - startedAt }, 'migrations applied');
+}
+
+/** What postgres.js passes a custom socket factory. */
+interface SocketTarget {
+  host: string[];
+  port: number[];
+  path?: string | false;
+}
+
+/**
+ * Sockets to Postgres that give up on an answer that does not come. Postgres's own
+ * `statement_timeout` bounds a slow statement, but a Postgres that is frozen (stopped, its
+ * machine hung, a network path that drops packets silently) answers nothing, not even the
+ * timeout: the kernel keeps accepting what is sent. So once something has been sent, the socket
+ * waits at most `answerMs` for any byte back, then is destroyed with `ETIMEDOUT`; postgres.js
+ * fails the queries on it (which the HTTP layer answers with `503`) and reconnects.
+ *
+ * Idle connections (nothing sent) are never cut, so a `LISTEN` connection waits for
+ * notifications as long as it likes. Limits: the watch sees the bytes of a plain TCP
+ * connection; on TLS (the handle is wrapped below JavaScript) only the statement and connect
+ * timeouts apply. An answer that stops halfway after its first bytes arrived is not bounded.
+ */
+function answerBoundSocket(answerMs: number): (target: SocketTarget) => Socket {
+  let attempt = 0;
+  return (target) => {
+    const index = attempt++ % Math.max(1, target.host.length);
+    const host = target.host[index] ?? 'localhost';
+    const port = target.port[index] ?? target.port[0] ?? 5432;
+    // Handed over while still connecting, as postgres.js's own sockets are: what it writes first
+    // waits for the connection, and a refused or failed connection reaches postgres.js as the
+    // socket's `error` and `close`, so its reconnecting and its connect timeout work unchanged.
+    const socket = target.path ? connect(target.path) : connect(port, host);
+    Object.assign(socket, { host, port });
+    return boundAnswers(socket, answerMs);
+  };
+}
+
+function boundAnswers(socket: Socket, answerMs: number): Socket {
+  let waiting: NodeJS.Timeout | undefined;
+  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+  socket.write = ((...args: unknown[]) => {
+    waiting ??= setTimeout(() => socket.destroy(timedOut(`Postgres did not answer within ${answerMs} ms`, 'ETIMEDOUT')), answerMs);
+    return write(...args);
+  }) as Socket['write'];
+  socket.on('data', () => {
+    clearTimeout(waiting);
+    waiting = undefined;
+  });
+  socket.once('close', () => clearTimeout(waiting));
+  return socket;
+}
+
+function timedOut(message: string, code: string): Error {
+  return Object.assign(new Error(message), { code });
 }

@@ -248,3 +248,20 @@ export const sandboxRecords = sandbox.table(
     check('records_kind', sql`${t.kind} IN ('session', 'account', 'link', 'auth_config', 'trigger', 'subscription', 'mcp_session')`),
   ],
 );
+
+/**
+ * The MCP session ids Composio gave each installation (`mcp-session-id` on an MCP answer): a
+ * request naming any other id is answered here and never forwarded. Kept in Postgres so every
+ * broker process, and a restarted one, knows them.
+ */
+export const mcpSessions = pgTable(
+  'mcp_sessions',
+  {
+    installationId: uuid('installation_id')
+      .notNull()
+      .references(() => installations.id, { onDelete: 'cascade' }),
+    mcpSessionId: text('mcp_session_id').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.installationId, t.mcpSessionId] })],
+);

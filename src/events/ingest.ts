@@ -1,6 +1,7 @@
 import { utcDay } from '../clock.js';
 import type { WebhookEvent } from '../composio/webhook-events.js';
 import type { Database } from '../db/database.js';
+import { storableText } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
 import { matchesFilter } from '../triggers/filter.js';
 import type { IngestBatcher, TriggerMessageInput } from './ingest-batcher.js';
@@ -114,19 +115,21 @@ async function ingestAccountExpired(
 }
 
 /**
- * JSON text Postgres accepts as `jsonb`, which refuses the NUL character. A payload carrying one
- * would otherwise fail on every redelivery; NUL becomes U+FFFD instead.
+ * JSON text Postgres accepts as `jsonb`, which refuses the NUL character and unpaired UTF-16
+ * surrogates (an e-mail subject cut mid-emoji). A payload carrying one would otherwise fail on
+ * every redelivery; each becomes U+FFFD instead. JSON.stringify writes both as `\u` escapes (a
+ * paired surrogate is written as itself), so the text says whether there is anything to replace.
  */
 export function jsonForPostgres(value: unknown): string {
   const text = JSON.stringify(value);
-  return text.includes('\\u0000') ? JSON.stringify(withoutNul(value)) : text;
+  return /\\u(0000|d[89a-f])/i.test(text) ? JSON.stringify(storable(value)) : text;
 }
 
-function withoutNul(value: unknown): unknown {
-  if (typeof value === 'string') return value.replaceAll('\u0000', '\uFFFD');
-  if (Array.isArray(value)) return value.map(withoutNul);
+function storable(value: unknown): unknown {
+  if (typeof value === 'string') return storableText(value);
+  if (Array.isArray(value)) return value.map(storable);
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [withoutNul(k) as string, withoutNul(v)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [storableText(k), storable(v)]));
   }
   return value;
 }

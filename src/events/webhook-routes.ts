@@ -5,6 +5,8 @@ import { parseWebhookEvent } from '../composio/webhook-events.js';
 import { verifyWebhookSignature } from '../composio/webhook-signature.js';
 import type { Database } from '../db/database.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
+import { tooDeep } from '../http/json.js';
+import { excessiveNesting } from '../http/json-limits.js';
 import { describedHeaders, json, refusal, refusals } from '../http/responses.js';
 import type { Quotas } from '../plans/plan.js';
 import { FailureLimiter } from './failure-limiter.js';
@@ -55,7 +57,7 @@ const schema = {
   response: {
     // Listed, not enforced: an outcome the list misses must not turn a handled webhook into a 500.
     200: json('Handled; `outcome` says what became of it.', z.object({ outcome: z.string().meta({ enum: OUTCOMES }) })),
-    400: refusal('Correctly signed but not JSON, or an unusable `webhook-id`.'),
+    400: refusal('Correctly signed but not JSON, nested more than 64 levels (`json_too_deep`), or an unusable `webhook-id`.'),
     401: refusal('Missing, stale or wrong signature (`invalid_signature`); nothing is stored.'),
     413: refusals.tooLarge,
     429: refusals.rateLimited,
@@ -123,6 +125,12 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       // Signed by Composio from here on.
       if (!EVENT_ID_PATTERN.test(eventId!)) throw badRequest('webhook-id is not a usable event id');
 
+      // Before parsing: storing the payload walks it recursively.
+      const nested = excessiveNesting(rawBody.toString('utf8'));
+      if (nested) {
+        count('invalid');
+        throw tooDeep(nested.field === undefined ? 'body' : `body.${nested.field}`);
+      }
       const parsed = parseWebhookEvent(rawBody);
       if (!parsed.ok) {
         if (parsed.reason === 'invalid_json') {

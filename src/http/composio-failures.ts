@@ -12,9 +12,15 @@ const STATUS: Record<Exclude<ComposioFailureKind, 'refused'>, number> = {
   unavailable: 502,
 };
 
+/**
+ * Composio's own statuses never reach a client as ours (`400` would say the client's request is
+ * malformed, `401`/`403` that its token is bad): what Composio refused with a sentence saying why
+ * is `422`, with that sentence.
+ */
 const REFUSAL_STATUS: Record<ComposioRefusal, number> = {
-  invalid: 400,
-  conflict: 409,
+  invalid: 422,
+  conflict: 422,
+  // The broker's own finding (the account's sign-in is gone), not Composio's status.
   reconnect_required: 409,
   auth_config_required: 422,
   // Our project key, not the person's app: nothing the client can fix, so a 5xx.

@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import { AppError } from '../errors.js';
+import { excessiveNesting, MAX_JSON_DEPTH } from './json-limits.js';
 
 /**
  * JSON bodies as Fastify parses them (prototype-poisoning guards included), except that an
@@ -13,6 +15,17 @@ export function acceptEmptyJsonBodies(app: FastifyInstance): void {
       done(null, undefined);
       return;
     }
+    // Before parsing: what walks the parsed value (validation, storing) recurses.
+    const nested = excessiveNesting(body as string);
+    if (nested) {
+      done(tooDeep(nested.field === undefined ? 'body' : `body.${nested.field}`), undefined);
+      return;
+    }
     parseJson(request, body as string, done);
   });
+}
+
+/** `400 json_too_deep`, naming where. */
+export function tooDeep(where: string): AppError {
+  return new AppError(400, 'json_too_deep', `${where}: nests more than ${MAX_JSON_DEPTH} levels of objects and arrays`);
 }

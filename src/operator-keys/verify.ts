@@ -26,6 +26,9 @@ export interface OperatorClaims extends JWTPayload {
 
 export type OperatorTokenResult = { ok: true; claims: OperatorClaims } | { ok: false; problem: OperatorTokenProblem };
 
+/** The last second of year 9999: a date claim past it is not a date anything here can store. */
+const MAX_NUMERIC_DATE = 253_402_300_799;
+
 /** A claim that names something (`sub`, `jti`) must be a short non-empty string. */
 const MAX_NAME_LENGTH = 256;
 
@@ -70,6 +73,14 @@ export async function verifyOperatorToken(
   // something else (an admin token presented as a grant) is "foreign", not "incomplete".
   for (const claim of ['sub', 'iat', 'exp', ...expected.requiredClaims]) {
     if (!Object.hasOwn(payload, claim)) return refuse({ kind: 'missing_claim', claim });
+  }
+
+  // Seconds since 1970 that are dates the broker can show and store: no negative or enormous ones.
+  for (const claim of ['iat', 'exp'] as const) {
+    const value = payload[claim];
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_NUMERIC_DATE) {
+      return refuse({ kind: 'invalid_claim', claim });
+    }
   }
 
   const nowSeconds = Math.floor(expected.now.getTime() / 1000);

@@ -9,6 +9,8 @@ export interface McpStreaming {
   readonly intervalMs: number;
   /** How many responses stream this way; null: until cleared. */
   remaining: number | null;
+  /** Drop the connection after this many pieces, as a network fault mid-answer does; null: never. */
+  readonly breakAfter: number | null;
 }
 
 /** Everything a simulator's routes share; one per simulator instance. */

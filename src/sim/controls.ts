@@ -34,7 +34,7 @@ export interface SimStateDump {
   /** Without secrets. */
   readonly webhookSubscriptions: { id: string; webhookUrl: string; version: string; enabledEvents: string[]; createdAt: string }[];
   readonly faults: unknown[];
-  readonly mcpStreaming: { chunks: number; intervalMs: number; remaining: number | null } | null;
+  readonly mcpStreaming: { chunks: number; intervalMs: number; remaining: number | null; breakAfter: number | null } | null;
 }
 
 export interface SimulatorControls {
@@ -50,8 +50,11 @@ export interface SimulatorControls {
   createAccount(input: { userId: string; toolkit: string; alias?: string; status?: AccountStatus }): SimAccountView;
   injectFault(spec: FaultSpec): void;
   clearFaults(): void;
-  /** Makes the next MCP answers arrive in `chunks` pieces, `intervalMs` apart (`null` clears). */
-  setMcpStreaming(spec: { chunks: number; intervalMs: number; times?: number } | null): void;
+  /**
+   * Makes the next MCP answers arrive in `chunks` pieces, `intervalMs` apart (`null` clears);
+   * with `breakAfter`, the connection drops after that many pieces.
+   */
+  setMcpStreaming(spec: { chunks: number; intervalMs: number; times?: number; breakAfter?: number } | null): void;
   /** Requests that reached the Composio routes (API and MCP), oldest first. */
   requests(): readonly RecordedRequest[];
   clearRequests(): void;
@@ -89,7 +92,11 @@ export function createControls(ctx: SimContext): SimulatorControls {
       }
       if (!Number.isInteger(spec.chunks) || spec.chunks < 2 || spec.chunks > 100) throw badRequest('chunks must be 2-100');
       if (!(spec.intervalMs >= 0) || spec.intervalMs > 60_000) throw badRequest('intervalMs must be 0-60000');
-      ctx.mcpStreaming = { chunks: spec.chunks, intervalMs: spec.intervalMs, remaining: spec.times ?? null };
+      const breakAfter = spec.breakAfter ?? null;
+      if (breakAfter !== null && (!Number.isInteger(breakAfter) || breakAfter < 1 || breakAfter >= spec.chunks)) {
+        throw badRequest('breakAfter must be 1 to chunks - 1');
+      }
+      ctx.mcpStreaming = { chunks: spec.chunks, intervalMs: spec.intervalMs, remaining: spec.times ?? null, breakAfter };
     },
     requests: () => ctx.requests.list(),
     clearRequests: () => ctx.requests.clear(),

@@ -118,6 +118,7 @@ ${state.faults.length === 0 ? html`` : html`<pre>${JSON.stringify(state.faults, 
 <label>Chunks <input name="chunks" size="3" value="5"></label>
 <label>Interval (ms) <input name="intervalMs" size="5" value="500"></label>
 <label>Times <input name="times" size="3"></label>
+<label>Drop the connection after <input name="breakAfter" size="3"> pieces</label>
 <button type="submit">Stream slowly</button></form>
 <form method="post" action="/_sim/mcp/streaming/clear"><button type="submit">Stream normally</button></form>
 

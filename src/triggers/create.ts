@@ -12,9 +12,22 @@ import type { Db } from '../db/database.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
 import type { CreateTriggerInput } from './input.js';
-import { findTriggerByAutomation, findTriggerByComposioId, insertTrigger, selectTriggerViews, violatedUniqueConstraint } from './store.js';
+import {
+  countAccountTriggers,
+  findTriggerByAutomation,
+  findTriggerByComposioId,
+  insertTrigger,
+  selectTriggerViews,
+  violatedUniqueConstraint,
+} from './store.js';
 import type { TriggerTypeCache } from './types.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
+
+/**
+ * Triggers one connected account may carry. Each polled trigger costs Composio a poll every
+ * 15 minutes; ten per account covers any real set of automations.
+ */
+export const MAX_TRIGGERS_PER_ACCOUNT = 10;
 
 export interface TriggerDeps {
   readonly db: Db;
@@ -51,6 +64,14 @@ export async function createTrigger(
   const { db, composio } = deps;
   const existing = await findTriggerByAutomation(db, owner.id, input.automationId);
   if (existing) return repeatOf(deps, owner, existing, input, day);
+  // Before Composio is asked anything. Two creates racing may both pass: the cap is a bound on
+  // what one client can pile up, not an exact count.
+  if ((await countAccountTriggers(db, owner.id, input.connectedAccountId)) >= MAX_TRIGGERS_PER_ACCOUNT) {
+    throw conflict(
+      `connected account ${input.connectedAccountId} already has ${MAX_TRIGGERS_PER_ACCOUNT} triggers, the most one account may have; delete one first`,
+      'too_many_triggers',
+    );
+  }
 
   // Both lookups only read; the account's answer decides first, so a foreign account is a 404
   // whatever the trigger type.

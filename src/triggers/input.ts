@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConnectedAccountId, ToolkitSlug } from '../connectors/patterns.js';
+import { unstorablePath } from '../http/json-limits.js';
 import { GMAIL_FILTER_KEYS, labelTerm, searchableText } from './gmail-query.js';
 
 /** What a client may send to the trigger routes, checked before anything is looked up. */
@@ -62,6 +63,11 @@ export const CreateTriggerBody = z
       } else if (value.trim() === '') {
         issue(['filter', key], 'must not be empty');
       }
+    }
+    // Refused here, before Composio is called: Postgres could not store them afterwards.
+    for (const field of ['filter', 'config'] as const) {
+      const path = unstorablePath(body[field]);
+      if (path) issue([field, ...path], 'must not contain NUL characters or unpaired UTF-16 surrogates');
     }
     // The broker writes Gmail's query from the filter, escaped; a raw query would bypass that.
     if (gmail && Object.hasOwn(body.config, 'query')) {

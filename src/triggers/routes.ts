@@ -137,15 +137,16 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       200: json('This automation already has exactly this trigger.', Trigger),
       201: json('Created on Composio and stored.', Trigger),
-      400: refusal(
-        'A bad field (named in `error`), a trigger type or account of another app (`toolkit_mismatch`), or a configuration Composio refused (`composio_rejected`).',
-      ),
+      400: refusal('A bad field (named in `error`), or a trigger type or account of another app (`toolkit_mismatch`).'),
+      422: refusal('A configuration Composio refused (`composio_rejected`), with Composio’s sentence saying why.'),
       401: refusals.unauthorized,
       403: refusals.installationDisabled,
       404: refusal(
         "Not one of this installation's accounts (`connected_account_not_found`), or no such trigger type (`trigger_type_not_found`).",
       ),
-      409: refusal('`automation_conflict`, `trigger_duplicate`, or the account is signed out (`reconnect_required`).'),
+      409: refusal(
+        '`automation_conflict`, `trigger_duplicate`, the account already has 10 triggers (`too_many_triggers`), or the account is signed out (`reconnect_required`).',
+      ),
       413: refusals.tooLarge,
       ...composioRefusals,
     },

@@ -1,4 +1,4 @@
-import { and, asc, eq, isNotNull, sql } from 'drizzle-orm';
+import { and, asc, count, eq, isNotNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { triggerDailyUsage, triggers } from '../db/schema.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
@@ -34,6 +34,15 @@ export async function findTriggerByComposioId(db: Db, composioTriggerId: string)
 
 export async function listInstallationTriggers(db: Db, installationId: string): Promise<TriggerRow[]> {
   return db.select().from(triggers).where(eq(triggers.installationId, installationId)).orderBy(asc(triggers.createdAt), asc(triggers.id));
+}
+
+/** How many triggers the installation has on one of its connected accounts. */
+export async function countAccountTriggers(db: Db, installationId: string, connectedAccountId: string): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(triggers)
+    .where(and(eq(triggers.installationId, installationId), eq(triggers.connectedAccountId, connectedAccountId)));
+  return row?.n ?? 0;
 }
 
 export async function insertTrigger(db: Db, row: NewTriggerRow): Promise<TriggerRow> {

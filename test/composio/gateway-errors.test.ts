@@ -39,7 +39,8 @@ describe('Composio errors become failures, answered as the broker’s errors', (
     h = await startHarness();
     const { session } = await connectAccount(h, 'user_1', 'gmail', 'work');
     const error = await failure(h.gateway.createLink(session.sessionId, 'gmail', { alias: 'Work' }));
-    expect(error).toMatchObject({ status: 409, code: 'composio_conflict' });
+    // Composio's own 409 is not the broker's: a refusal with its sentence.
+    expect(error).toMatchObject({ status: 422, code: 'composio_conflict' });
     expect(error.message).toMatch(/alias 'Work' already exists/);
   });
 
@@ -122,13 +123,13 @@ describe('Composio errors become failures, answered as the broker’s errors', (
     expect(error.message).toMatch(/project key/);
   });
 
-  it('maps other 400s to composio_rejected with Composio’s message', async () => {
+  it('maps other 400s to 422 composio_rejected with Composio’s message', async () => {
     h = await startHarness();
     const { accountId } = await connectAccount(h, 'user_1', 'github', 'work');
     const error = await failure(
       h.gateway.upsertTrigger({ userId: 'user_1', slug: 'GITHUB_COMMIT_EVENT', connectedAccountId: accountId, config: { owner: 'ada' } }),
     );
-    expect(error).toMatchObject({ status: 400, code: 'composio_rejected', message: 'trigger_config.repo is required.' });
+    expect(error).toMatchObject({ status: 422, code: 'composio_rejected', message: 'trigger_config.repo is required.' });
   });
 });
 

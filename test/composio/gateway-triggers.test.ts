@@ -135,7 +135,7 @@ describe('trigger instances', () => {
       answered(
         h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NEW_GMAIL_MESSAGE', connectedAccountId: accountId, config: {} }),
       ),
-    ).rejects.toMatchObject({ status: 400, code: 'composio_rejected' });
+    ).rejects.toMatchObject({ status: 422, code: 'composio_rejected' });
     await expect(
       answered(h.gateway.upsertTrigger({ userId: 'omb_user1', slug: 'GMAIL_NOPE', connectedAccountId: accountId, config: {} })),
     ).rejects.toMatchObject({ status: 404, code: 'composio_not_found' });

@@ -8,6 +8,12 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 export interface TcpProxy {
   readonly port: number;
   down(): Promise<void>;
+  /**
+   * Keeps every connection open and accepts new ones, but forwards nothing either way, as a
+   * frozen server does (its kernel still accepts what is sent); `thaw()` forwards again.
+   */
+  freeze(): void;
+  thaw(): void;
   up(): Promise<void>;
   close(): Promise<void>;
 }
@@ -20,6 +26,14 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   };
   let server: Server | undefined;
   let port = 0;
+  let frozen = false;
+  const pipes = new Set<{ from: Socket; to: Socket }>();
+  const forward = (from: Socket, to: Socket) => {
+    const pipe = { from, to };
+    pipes.add(pipe);
+    from.once('close', () => pipes.delete(pipe));
+    if (!frozen) from.pipe(to);
+  };
 
   const listen = () =>
     new Promise<void>((resolve, reject) => {
@@ -27,8 +41,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
         const upstream = connect(target.port, target.host);
         track(client);
         track(upstream);
-        client.pipe(upstream);
-        upstream.pipe(client);
+        forward(client, upstream);
+        forward(upstream, client);
         client.on('error', () => upstream.destroy());
         upstream.on('error', () => client.destroy());
         client.on('close', () => upstream.destroy());
@@ -57,6 +71,17 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     down: stop,
     up: listen,
+    freeze() {
+      frozen = true;
+      for (const { from, to } of pipes) {
+        from.unpipe(to);
+        from.pause();
+      }
+    },
+    thaw() {
+      frozen = false;
+      for (const { from, to } of pipes) from.pipe(to);
+    },
     close: stop,
   };
 }

@@ -133,7 +133,7 @@ describe('other apps', () => {
       triggerSlug: 'GITHUB_COMMIT_EVENT',
       connectedAccountId: a.accountId,
     });
-    expect(response.statusCode).toBe(400);
+    expect(response.statusCode).toBe(422);
     expect(response.json()).toMatchObject({ code: 'composio_rejected', error: expect.stringContaining('owner') });
     expect(await storedTriggerCount(world)).toBe(before);
   });

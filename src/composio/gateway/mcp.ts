@@ -39,9 +39,15 @@ export function mcpCalls(
             throw unavailable('Composio’s MCP endpoint could not be reached; try again shortly.');
           }
           const failure = composioFailureIn(response, resumesMcpSession);
-          if (failure === undefined) return response;
-          await response.body?.cancel();
-          throw failure;
+          if (failure !== undefined) {
+            await response.body?.cancel();
+            throw failure;
+          }
+          if (response.status < 400) return response;
+          // An error status passes on only as the MCP server's answer: a JSON-RPC message.
+          const text = await readBounded(response, MAX_ERROR_BODY_BYTES);
+          if (text !== undefined && isJsonRpc(text)) return new Response(text, { status: response.status, headers: response.headers });
+          throw unavailable(`Composio’s MCP endpoint refused the request (HTTP ${response.status}); try again shortly.`, 'Session');
         },
         (response) => (response.ok ? 'ok' : `http_${response.status}`),
       );
@@ -50,8 +56,25 @@ export function mcpCalls(
   };
 }
 
-/** Composio's own failure in an MCP answer, or undefined when the answer is the MCP server's. */
+/** An error answer larger than this is not the MCP server's JSON-RPC error. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+/**
+ * Composio's own failure in an MCP answer, or undefined when the answer may be the MCP
+ * server's. Statuses that speak of the project key (`401`, `403`, `407`) are always Composio's:
+ * passed on, the app would take them as "your installation token is bad".
+ */
 function composioFailureIn(response: Response, resumesMcpSession: boolean): ComposioFailure | undefined {
+  if (response.status === 401 || response.status === 407) {
+    return unavailable("Composio refused the managed service's project key; the operators have to fix it.", 'Session');
+  }
+  if (response.status === 403) {
+    return new ComposioFailure(
+      'refused',
+      "Composio does not allow the managed service's project key to use this Session; the operators have to fix it.",
+      { reason: 'forbidden', subject: 'Session' },
+    );
+  }
   // A 404 to a fresh request (no MCP session yet) means the Tool Router Session is gone; to a
   // resumed one it means the MCP session expired, which the client handles itself.
   if (response.status === 404 && !resumesMcpSession) {
@@ -64,8 +87,47 @@ function composioFailureIn(response: Response, resumesMcpSession: boolean): Comp
       retryAfterMs,
     });
   }
-  if (response.status >= 500) {
+  if (response.status >= 500 || response.status === 408) {
     return unavailable(`Composio’s MCP endpoint failed (HTTP ${response.status}); try again shortly.`, 'Session');
   }
   return undefined;
+}
+
+/** The body as text, or undefined when it is longer than `limit` bytes. */
+async function readBounded(response: Response, limit: number): Promise<string | undefined> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Whether `text` is a JSON-RPC message (or batch), bare or as server-sent events. */
+function isJsonRpc(text: string): boolean {
+  const data = text.trimStart().startsWith('{') || text.trimStart().startsWith('[') ? text : sseData(text);
+  try {
+    const message: unknown = JSON.parse(data);
+    const first: unknown = Array.isArray(message) ? message[0] : message;
+    return typeof first === 'object' && first !== null && (first as { jsonrpc?: unknown }).jsonrpc === '2.0';
+  } catch {
+    return false;
+  }
+}
+
+function sseData(text: string): string {
+  return text
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(5).trim())
+    .join('');
 }

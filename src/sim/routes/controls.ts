@@ -91,10 +91,12 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
   app.post('/_sim/mcp/streaming', async (req: Req, reply) => {
     const body = asObject(req.body);
     const times = body.times === undefined || body.times === '' ? undefined : Number(body.times);
+    const breakAfter = body.breakAfter === undefined || body.breakAfter === '' ? undefined : Number(body.breakAfter);
     controls.setMcpStreaming({
       chunks: Number(body.chunks),
       intervalMs: Number(body.intervalMs),
       ...(times !== undefined ? { times } : {}),
+      ...(breakAfter !== undefined ? { breakAfter } : {}),
     });
     return answer(req, reply, 'MCP answers will stream slowly', { mcpStreaming: controls.state().mcpStreaming });
   });

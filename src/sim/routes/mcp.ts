@@ -83,14 +83,14 @@ function header(req: FastifyRequest, name: string): string | undefined {
 }
 
 /** Consumes one use of the slow-streaming control, if set. */
-function takeStreaming(ctx: SimContext): { chunks: number; intervalMs: number } | undefined {
+function takeStreaming(ctx: SimContext): { chunks: number; intervalMs: number; breakAfter: number | null } | undefined {
   const streaming = ctx.mcpStreaming;
   if (!streaming) return undefined;
   if (streaming.remaining !== null) {
     streaming.remaining -= 1;
     if (streaming.remaining <= 0) ctx.mcpStreaming = null;
   }
-  return { chunks: streaming.chunks, intervalMs: streaming.intervalMs };
+  return { chunks: streaming.chunks, intervalMs: streaming.intervalMs, breakAfter: streaming.breakAfter };
 }
 
 function sseEvent(message: unknown): string {
@@ -111,7 +111,7 @@ function sendSse(ctx: SimContext, reply: FastifyReply, response: JsonRpcResponse
     }),
   );
   pieces.push(sseEvent(response));
-  return reply.send(paced(pieces, streaming.intervalMs, ctx.closing));
+  return reply.send(paced(pieces, streaming, ctx.closing));
 }
 
 function sendJson(ctx: SimContext, reply: FastifyReply, response: JsonRpcResponse) {
@@ -121,13 +121,16 @@ function sendJson(ctx: SimContext, reply: FastifyReply, response: JsonRpcRespons
   if (!streaming) return reply.send(text);
   const size = Math.ceil(text.length / streaming.chunks);
   const pieces = Array.from({ length: streaming.chunks }, (_, i) => text.slice(i * size, (i + 1) * size)).filter((p) => p !== '');
-  return reply.send(paced(pieces, streaming.intervalMs, ctx.closing));
+  return reply.send(paced(pieces, streaming, ctx.closing));
 }
 
-function paced(pieces: string[], intervalMs: number, closing: AbortSignal): Readable {
+function paced(pieces: string[], pace: { intervalMs: number; breakAfter: number | null }, closing: AbortSignal): Readable {
+  const { intervalMs, breakAfter } = pace;
   return Readable.from(
     (async function* () {
       for (const [index, piece] of pieces.entries()) {
+        // The stream failing after the headers went out: the connection is dropped mid-answer.
+        if (index === breakAfter) throw new Error('simulated connection loss mid-answer');
         if (index > 0) {
           try {
             await delay(intervalMs, undefined, { signal: closing });

@@ -1,0 +1,92 @@
+import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/database.js';
+import { createLogger } from '../../src/logger.js';
+import { buildTestApp, register, type TestApp } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+/**
+ * Postgres unreachable or frozen: every route answers `503 database_unavailable` with
+ * `retry-after`, within about `DATABASE_TIMEOUT_MS`, never `500` and never a hang. The app
+ * reaches its database through a proxy the test cuts (`down`) or freezes (`freeze`: the
+ * connections stay open and nothing comes back, as with a stopped Postgres).
+ */
+
+const TIMEOUT_MS = 800;
+let real: TestDatabase;
+let proxy: TcpProxy;
+let t: TestApp;
+let auth: { authorization: string };
+
+beforeAll(async () => {
+  real = await createTestDatabase();
+  const target = new URL(real.url);
+  proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+  target.port = String(proxy.port);
+  const viaProxy = openDatabase({ url: target.toString(), poolSize: 4, logger: createLogger('silent'), timeoutMs: TIMEOUT_MS });
+  t = await buildTestApp(
+    { DATABASE_TIMEOUT_MS: String(TIMEOUT_MS), REGISTRATIONS_PER_MINUTE: '1000' },
+    { database: { ...viaProxy, name: real.name, drop: async () => {} } },
+  );
+  ({ auth } = await register(t.app));
+});
+afterAll(async () => {
+  proxy.thaw();
+  await t?.close();
+  await proxy?.close();
+  await real?.drop();
+});
+
+async function timed(request: InjectOptions) {
+  const started = performance.now();
+  const response = await t.app.inject(request);
+  return { response, ms: performance.now() - started };
+}
+
+function expectUnavailable(response: LightMyRequestResponse) {
+  expect(response.statusCode).toBe(503);
+  expect(response.headers['retry-after']).toBeDefined();
+  expect(response.json()).toEqual({ error: expect.any(String), code: 'database_unavailable' });
+}
+
+describe('Postgres refusing connections', () => {
+  it('answers 503 with retry-after on registration (a drizzle-wrapped error), /v1/me and /health', async () => {
+    await proxy.down();
+    try {
+      // Registration goes through drizzle, which wraps the driver's error in its own.
+      expectUnavailable((await timed({ method: 'POST', url: '/v1/installations', payload: {} })).response);
+      expectUnavailable((await timed({ method: 'GET', url: '/v1/me', headers: auth })).response);
+      expectUnavailable((await timed({ method: 'GET', url: '/health' })).response);
+    } finally {
+      await proxy.up();
+    }
+    expect((await t.app.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+  });
+});
+
+describe('Postgres frozen', () => {
+  it('answers 503 with retry-after within the database timeout, then recovers when it thaws', async () => {
+    // Connections are open and idle in the pool: the queries are sent and nothing answers.
+    expect((await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(200);
+    proxy.freeze();
+    try {
+      const answers = await Promise.all([
+        timed({ method: 'GET', url: '/health' }),
+        timed({ method: 'GET', url: '/v1/me', headers: auth }),
+        timed({ method: 'POST', url: '/v1/installations', payload: {} }),
+      ]);
+      for (const { response, ms } of answers) {
+        expectUnavailable(response);
+        // The statement bound, a reconnect's connect bound, and slack for a busy machine.
+        expect(ms).toBeLessThan(TIMEOUT_MS * 6 + 2_000);
+      }
+    } finally {
+      proxy.thaw();
+    }
+    // New connections after the cut ones: the database is back for everyone.
+    await expect
+      .poll(async () => (await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode, { timeout: 10_000 })
+      .toBe(200);
+  });
+});
