@@ -5,7 +5,7 @@ import type { Db } from '../db/database.js';
 import { badRequest, conflict } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { listAccounts } from './inventory.js';
-import { sameAlias } from './patterns.js';
+import { RETRY_LABEL_PREFIX, sameAlias } from './patterns.js';
 import { withSession } from './session.js';
 
 /** At most this many usable accounts per app (Composio's multi-account cap we configure). */
@@ -53,7 +53,7 @@ export async function authorize(
       throw badRequest(`${toolkit} already has a working account; give the new one a label such as "work" or "personal"`, 'alias_required');
     }
     // A retry beside accounts that don't work gets a label of its own; a first connection none.
-    if (accounts.length > 0) alias = `omb-retry-${randomBytes(6).toString('hex')}`;
+    if (accounts.length > 0) alias = `${RETRY_LABEL_PREFIX}${randomBytes(6).toString('hex')}`;
   } else {
     const holders = accounts.filter((a) => sameAlias(a.alias, alias!));
     if (holders.some(isWorking)) {

@@ -16,5 +16,12 @@ export const Alias = z
       .regex(/^[^\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}]+$/u, 'must be printable characters'),
   );
 
+/** The label an alias-less retry gets while the app's accounts exist but none works. */
+export const RETRY_LABEL_PREFIX = 'omb-retry-';
+
+/** A label the person chose (not none, not one the broker made up for a retry). */
+export const isOwnLabel = (alias: string | null | undefined): alias is string =>
+  typeof alias === 'string' && alias.trim() !== '' && !alias.startsWith(RETRY_LABEL_PREFIX);
+
 export const sameAlias = (a: string | null | undefined, b: string): boolean =>
   typeof a === 'string' && a.trim().toLowerCase() === b.toLowerCase();

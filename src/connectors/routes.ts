@@ -13,7 +13,7 @@ import { CatalogCache } from './catalog.js';
 import { disconnectAccount, disconnectSelected } from './disconnect.js';
 import { inventory } from './inventory.js';
 import { proxyMcp } from './mcp-proxy.js';
-import { Alias, ConnectedAccountId, ToolkitSlug } from './patterns.js';
+import { Alias, ConnectedAccountId, isOwnLabel, ToolkitSlug } from './patterns.js';
 
 export interface ConnectorRoutesDeps {
   database: Database;
@@ -150,11 +150,10 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     const { alias } = request.body;
     const result = await authorize(db, composio, request.installation, slug, alias);
     request.log.info({ toolkit: slug, connectedAccountId: result.connectedAccountId }, 'sign-in link made');
-    if (result.alias !== null) {
-      await deps.onSignInLink?.(request.installation.id, slug, result.alias).catch((err: unknown) => {
-        request.log.warn({ err }, 'could not note the sign-in link for triggers waiting for a reconnect');
-      });
-    }
+    // Under its label, or none: triggers whose account had no label wait for an unlabelled one.
+    await deps.onSignInLink?.(request.installation.id, slug, isOwnLabel(result.alias) ? result.alias : '').catch((err: unknown) => {
+      request.log.warn({ err }, 'could not note the sign-in link for triggers waiting for a reconnect');
+    });
     return result;
   });
 

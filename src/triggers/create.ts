@@ -13,6 +13,7 @@ import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
 import type { CreateTriggerInput } from './input.js';
 import {
+  accountLabel,
   countAccountTriggers,
   findTriggerByAutomation,
   findTriggerByComposioId,
@@ -107,7 +108,7 @@ export async function createTrigger(
       toolkit: input.toolkit,
       triggerSlug: input.triggerSlug,
       connectedAccountId: account.value.id,
-      accountAlias: account.value.alias,
+      accountAlias: accountLabel(account.value.alias),
       composioTriggerId: triggerId,
       filter: input.filter,
       config: input.config,

@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
 import { type ComposioGateway, type ConnectedAccount, isComposioNotFound } from '../composio/index.js';
-import { sameAlias } from '../connectors/patterns.js';
+import { isOwnLabel, sameAlias } from '../connectors/patterns.js';
 import type { Db, Sql } from '../db/database.js';
 import { composioUserIdFor } from '../installations/tokens.js';
 import { moveTriggerToAccount } from './reconnect.js';
-import { noteReconnectAsked, setTriggerAccountAlias, triggersNeedingReconnect } from './store.js';
+import { accountLabel, noteReconnectAsked, setTriggerAccountAlias, triggersNeedingReconnect } from './store.js';
 import type { TriggerRow } from './view.js';
 
 /**
@@ -110,7 +110,7 @@ async function reattachGroup(deps: ReconnectDeps, rows: TriggerRow[]): Promise<n
   );
   let moved = 0;
   for (const { row, alias } of labelled) {
-    const account = active.find((a) => sameAlias(a.alias, alias));
+    const account = accountUnder(active, alias);
     if (!account) continue;
     const outcome = await moveTriggerToAccount({ db: deps.db, composio: deps.composio, log: deps.log }, owner, row, account);
     if (outcome.moved) moved += 1;
@@ -120,15 +120,27 @@ async function reattachGroup(deps: ReconnectDeps, rows: TriggerRow[]): Promise<n
 }
 
 /**
+ * The working account a trigger comes back to: the one under its label; for a trigger whose
+ * account had no label of the person's own, the app's one working account without one (none or
+ * several: it waits, as picking one could move it to the wrong mailbox).
+ */
+function accountUnder(active: readonly ConnectedAccount[], label: string): ConnectedAccount | undefined {
+  if (label !== '') return active.find((a) => sameAlias(a.alias, label));
+  const unlabelled = active.filter((a) => !isOwnLabel(a.alias));
+  return unlabelled.length === 1 ? unlabelled[0] : undefined;
+}
+
+/**
  * For triggers made before labels were recorded: the expired account still exists until the
  * person reconnects, so its label can be read from Composio once and kept.
  */
 async function learnAlias(deps: ReconnectDeps, composioUserId: string, row: TriggerRow): Promise<string | null> {
   try {
     const account = await deps.composio.getConnectedAccount(row.connectedAccountId);
-    if (account.userId !== composioUserId || !account.alias) return null;
-    await setTriggerAccountAlias(deps.db, row.installationId, row.id, account.alias);
-    return account.alias;
+    if (account.userId !== composioUserId) return null;
+    const label = accountLabel(account.alias);
+    await setTriggerAccountAlias(deps.db, row.installationId, row.id, label);
+    return label;
   } catch (error) {
     if (isComposioNotFound(error)) return null;
     throw error;

@@ -5,7 +5,7 @@ import { composioTriggerConfig } from './composio-config.js';
 import type { TriggerDeps, TriggerOwner } from './create.js';
 import { triggerNotFound } from './errors.js';
 import { getTrigger } from './list.js';
-import { findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
+import { accountLabel, findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
 import type { TriggerRow, TriggerView } from './view.js';
 
 /**
@@ -58,7 +58,7 @@ export async function moveTriggerToAccount(
   const moved = await moveTriggerRow(db, row, {
     connectedAccountId: account.id,
     composioTriggerId: triggerId,
-    accountAlias: account.alias,
+    accountAlias: accountLabel(account.alias),
   });
   if (!moved) {
     if (!sameComposioTrigger) await deleteComposioTrigger(deps, triggerId);

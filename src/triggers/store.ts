@@ -1,7 +1,14 @@
 import { and, asc, count, eq, isNotNull, sql } from 'drizzle-orm';
+import { isOwnLabel } from '../connectors/patterns.js';
 import type { Db } from '../db/database.js';
 import { triggerDailyUsage, triggers } from '../db/schema.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
+
+/**
+ * The label a trigger remembers of its account, to come back after a reconnect: the person's own
+ * label, or '' for an account with none (or one the broker made up for a retry).
+ */
+export const accountLabel = (alias: string | null | undefined): string => (isOwnLabel(alias) ? alias.trim() : '');
 
 /**
  * The `triggers` table. Every read and write that a client's request can reach is filtered by

@@ -51,9 +51,9 @@ async function call(auth: Auth, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url
   return { status: response.statusCode, json: response.body ? response.json() : undefined };
 }
 
-/** The person asks for a sign-in link under `alias` and presses Authorize on the consent page. */
-async function connect(auth: Auth, toolkit: string, alias: string): Promise<string> {
-  const link = await call(auth, 'POST', `/v1/connectors/${toolkit}/authorize`, { alias });
+/** The person asks for a sign-in link under `alias` (or none) and presses Authorize on the consent page. */
+async function connect(auth: Auth, toolkit: string, alias?: string): Promise<string> {
+  const link = await call(auth, 'POST', `/v1/connectors/${toolkit}/authorize`, alias === undefined ? {} : { alias });
   expect(link.status).toBe(200);
   const page = await fetch(link.json.url);
   expect(page.status).toBe(200);
@@ -177,6 +177,27 @@ describe('after a reconnect under the same label', () => {
       connectedAccountId: reconnected,
       status: 'active',
     });
+  });
+
+  it('brings back a trigger whose account had no label, on the app’s one working account without one', async () => {
+    const { auth } = await register(t.app);
+    // A first connection has no label.
+    const first = await connect(auth, 'gmail');
+    const mail = await newTrigger(auth, first, { automationId: 'auto_unlabelled', filter: { from: 'boss@example.com' } });
+    expect((await h.sim.controls.expireAccount(first)).delivery?.status).toBe(200);
+    expect((await call(auth, 'GET', `/v1/triggers/${mail.id}`)).json.status).toBe('needs_reconnect');
+
+    // Reconnect as the app does it: the stopped account is removed, then a sign-in with no label.
+    expect((await call(auth, 'DELETE', `/v1/connectors/gmail/accounts/${first}`)).status).toBe(200);
+    const again = await connect(auth, 'gmail');
+    expect(await job()).toEqual({ ran: true, moved: 1 });
+    expect((await call(auth, 'GET', `/v1/triggers/${mail.id}`)).json).toMatchObject({ connectedAccountId: again, status: 'active' });
+
+    // Stopped again; this time the retry happens beside the stopped account (an `omb-retry-` label).
+    expect((await h.sim.controls.expireAccount(again)).delivery?.status).toBe(200);
+    const retry = await connect(auth, 'gmail');
+    expect(await job()).toEqual({ ran: true, moved: 1 });
+    expect((await call(auth, 'GET', `/v1/triggers/${mail.id}`)).json).toMatchObject({ connectedAccountId: retry, status: 'active' });
   });
 
   it('runs in one process at a time', async () => {
