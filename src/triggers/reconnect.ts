@@ -2,10 +2,10 @@ import type { ConnectedAccount } from '../composio/index.js';
 import { isComposioNotFound, reconnectMessage } from '../composio/index.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
-import type { TriggerDeps, TriggerOwner } from './create.js';
+import { MAX_TRIGGERS_PER_ACCOUNT, type TriggerDeps, type TriggerOwner } from './create.js';
 import { triggerNotFound } from './errors.js';
 import { getTrigger } from './list.js';
-import { accountLabel, findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
+import { accountLabel, countAccountTriggers, findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
 import type { TriggerRow, TriggerView } from './view.js';
 
 /**
@@ -101,6 +101,16 @@ export async function rebindTrigger(
 ): Promise<TriggerView> {
   const row = await findTrigger(deps.db, owner.id, id);
   if (!row) throw triggerNotFound();
+  // The per-account cap holds for a move as for a create, before Composio is asked anything.
+  if (
+    row.connectedAccountId !== connectedAccountId &&
+    (await countAccountTriggers(deps.db, owner.id, connectedAccountId)) >= MAX_TRIGGERS_PER_ACCOUNT
+  ) {
+    throw conflict(
+      `connected account ${connectedAccountId} already has ${MAX_TRIGGERS_PER_ACCOUNT} triggers, the most one account may have; delete one first`,
+      'too_many_triggers',
+    );
+  }
   const missing = () =>
     notFound(`connected account ${connectedAccountId} is not one of this installation's accounts`, 'connected_account_not_found');
   let account: ConnectedAccount;

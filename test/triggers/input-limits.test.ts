@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectAccount } from '../composio/harness.js';
 import { composioRequests } from '../connectors/support.js';
 import {
   createTrigger,
@@ -88,5 +89,33 @@ describe('triggers per connected account', () => {
       connectedAccountId: other.accountId,
     });
     expect(elsewhere.statusCode).toBe(201);
+  });
+
+  it('refuses to move an 11th trigger onto a full account with PATCH, calling Composio for nothing', async () => {
+    const c = await installationWithAccount(world, 'github');
+    for (let i = 0; i < 10; i++) {
+      const response = await createTrigger(
+        world,
+        c,
+        githubBody({ automationId: `full_${i}`, connectedAccountId: c.accountId, config: { owner: 'ada', repo: `r${i}` } }),
+      );
+      expect(response.statusCode).toBe(201);
+    }
+    const { accountId: second } = await connectAccount(world.h, c.composioUserId, 'github', 'second');
+    const moving = await createTrigger(world, c, {
+      ...githubBody({ automationId: 'moving', config: { owner: 'ada', repo: 'elsewhere' } }),
+      connectedAccountId: second,
+    });
+    expect(moving.statusCode).toBe(201);
+    const before = world.h.sim.controls.requests().length;
+    const response = await world.t.app.inject({
+      method: 'PATCH',
+      url: `/v1/triggers/${moving.json().id}`,
+      headers: c.auth,
+      payload: { connectedAccountId: c.accountId },
+    });
+    expect(response.statusCode).toBe(409);
+    expect(response.json()).toEqual({ error: expect.stringMatching(/10 triggers/), code: 'too_many_triggers' });
+    expect(composioRequests(world.h, before)).toEqual([]);
   });
 });
