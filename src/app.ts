@@ -4,9 +4,10 @@ import { serializerCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from './clock.js';
-import type { ComposioGateway } from './composio/index.js';
+import { type ComposioGateway, runAsCaller } from './composio/index.js';
 import type { Config } from './config.js';
 import { connectorRoutes } from './connectors/routes.js';
+import { sharedCounters } from './db/counters.js';
 import type { Database } from './db/database.js';
 import { apiDocs } from './docs/openapi.js';
 import { eventRoutes } from './events/routes.js';
@@ -14,6 +15,7 @@ import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
 import { webhookRoutes } from './events/webhook-routes.js';
 import { installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
+import { sharedRateLimitStore } from './http/rate-limit-store.js';
 import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
 import { planRoutes } from './installations/grant-routes.js';
@@ -68,7 +70,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   acceptEmptyJsonBodies(app);
   logOneLinePerRequest(app, metrics);
-  await app.register(rateLimit, { global: false });
+  // Every limit counts in Postgres, so it holds whatever the number of broker processes.
+  const counters = sharedCounters(database.sql);
+  await app.register(rateLimit, { global: false, store: sharedRateLimitStore(counters) });
+  composioCallsPerRequest(app, config.composio.timeoutMs);
   await apiDocs(app);
 
   const health = {
@@ -139,6 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     events,
     secrets: config.composio.webhookSecrets,
     badWebhooksPerMinute: config.limits.badWebhooksPerMinute,
+    counters,
     onQueued: (type) => metrics.eventsQueued.inc({ type }),
   });
   await app.register(planRoutes, { database, clock: deps.clock, verifyGrant });
@@ -151,6 +157,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   return app;
+}
+
+/**
+ * An installation's request makes its Composio calls as that installation (they queue behind its
+ * own earlier calls, not behind other installations') and within one deadline for the whole
+ * request, `COMPOSIO_TIMEOUT_MS` from the moment it is let in. Runs after the routes' guards.
+ */
+function composioCallsPerRequest(app: FastifyInstance, timeoutMs: number): void {
+  app.addHook('preHandler', (request, _reply, done) => {
+    const installation = request.installation;
+    if (!installation) return done();
+    runAsCaller({ flow: `installation:${installation.id}`, deadlineAt: performance.now() + timeoutMs }, done);
+  });
 }
 
 /** One log line per request, written when the answer has gone: no headers, no bodies. */

@@ -5,7 +5,7 @@ import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { type ComposioGateway, gatewayForProject } from './composio/index.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
-import { applyMigrations, openDatabase } from './db/database.js';
+import { applyMigrations, type Database, openDatabase } from './db/database.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
 import { startRetentionJob } from './events/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
@@ -47,7 +47,7 @@ async function main(): Promise<void> {
     const database = openDatabase({ url: databaseUrl, poolSize: config.databasePoolSize, logger });
     closers.push(() => database.close());
 
-    const composio = await connectComposio(config, logger, metrics, closers);
+    const composio = await connectComposio(config, logger, metrics, closers, database);
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
@@ -117,9 +117,11 @@ async function connectComposio(
   logger: Logger,
   metrics: Metrics,
   closers: Array<() => Promise<unknown>>,
+  database: Database,
 ): Promise<{ config: Config; gateway: ComposioGateway }> {
   const onCall = composioCallRecorder(metrics);
-  const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall);
+  // The budget lives in the database: every process on the project draws from the same one.
+  const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall, database.sql);
   if (config.composio.apiKey) return { config, gateway: gatewayFor(config) };
 
   // The simulator must know the broker's webhook URL before the broker listens.

@@ -11,7 +11,10 @@ export {
   isComposioFailure,
   isComposioNotFound,
 } from './failure.js';
+export { type Budget, BudgetExhausted, CallBudget } from './call-budget.js';
+export { type CallerScope, currentCaller, runAsCaller } from './caller.js';
 export { type ComposioGatewayOptions, createComposioGateway, gatewayForProject } from './gateway.js';
+export { projectDigest, sharedCallBudget } from './shared-budget.js';
 export { createHostTrust } from './trust.js';
 export type * from './types.js';
 export { parseWebhookEvent, type WebhookEvent } from './webhook-events.js';

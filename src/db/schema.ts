@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, boolean, date, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -152,3 +152,28 @@ export const triggerDailyUsage = pgTable(
   },
   (t) => [primaryKey({ columns: [t.triggerId, t.day] })],
 );
+
+/**
+ * Shared rate-limit counters (UNLOGGED): one fixed window per key, `<limit>:<route>:<who>`.
+ * Written only by `db/counters.ts`.
+ */
+export const rateLimitCounters = pgTable(
+  'rate_limit_counters',
+  {
+    key: text('key').primaryKey(),
+    hits: integer('hits').notNull(),
+    resetsAt: timestamp('resets_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [index('rate_limit_counters_resets_at_idx').on(t.resetsAt)],
+);
+
+/**
+ * The Composio call budget per project (UNLOGGED): a token bucket and the retry-after pause.
+ * `project` is a digest of the API key. Written only by `composio/shared-budget.ts`.
+ */
+export const composioBudgets = pgTable('composio_budgets', {
+  project: text('project').primaryKey(),
+  tokens: doublePrecision('tokens').notNull(),
+  refilledAt: timestamp('refilled_at', { withTimezone: true }).notNull(),
+  pausedUntil: timestamp('paused_until', { withTimezone: true }).notNull(),
+});
