@@ -122,7 +122,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
   });
 
-  const events = deps.events ?? createEventsRuntime({ database, logger });
+  const events = deps.events ?? createEventsRuntime({ database, logger, pollsPerInstallation: config.events.pollsPerInstallation });
   const stopCountingWebhooks = events.outcomes.subscribe((outcome) => metrics.webhooks.inc({ outcome }));
   app.addHook('onClose', async () => stopCountingWebhooks());
   await app.register(metricsRoutes, {
@@ -135,6 +135,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     database,
     events,
     pollMaxWaitSeconds: config.events.pollMaxWaitSeconds,
+    requestsPerMinute: config.limits.eventRequestsPerMinute,
     onDelivered: (count) => metrics.eventsDelivered.inc(count),
   });
   await app.register(webhookRoutes, {

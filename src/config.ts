@@ -46,6 +46,8 @@ const EnvSchema = z.object({
   REGISTRATIONS_PER_MINUTE: int(1, 1_000_000).default(30),
   CONNECTOR_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(120),
   BAD_WEBHOOKS_PER_MINUTE: int(1, 1_000_000).default(600),
+  EVENT_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(300),
+  POLLS_PER_INSTALLATION: int(1, 1000).default(4),
   BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(256 * 1024),
   MCP_BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(2 * 1024 * 1024),
 
@@ -93,11 +95,18 @@ export interface Config {
     readonly registrationsPerMinute: number;
     readonly connectorRequestsPerMinute: number;
     readonly badWebhooksPerMinute: number;
+    /** Polls and acknowledgements per installation per minute (`/v1/events`, `/v1/events/ack`, each counted). */
+    readonly eventRequestsPerMinute: number;
     readonly bodyLimitBytes: number;
     readonly mcpBodyLimitBytes: number;
   };
   readonly quotas: { readonly standard: number; readonly paid: number };
-  readonly events: { readonly retentionDays: number; readonly pollMaxWaitSeconds: number };
+  readonly events: {
+    readonly retentionDays: number;
+    readonly pollMaxWaitSeconds: number;
+    /** Waiting polls per installation; a poll beyond them answers the oldest waiting one at once, empty. */
+    readonly pollsPerInstallation: number;
+  };
   readonly metrics: {
     readonly token: string | undefined;
     readonly host: string | undefined;
@@ -171,11 +180,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       registrationsPerMinute: e.REGISTRATIONS_PER_MINUTE,
       connectorRequestsPerMinute: e.CONNECTOR_REQUESTS_PER_MINUTE,
       badWebhooksPerMinute: e.BAD_WEBHOOKS_PER_MINUTE,
+      eventRequestsPerMinute: e.EVENT_REQUESTS_PER_MINUTE,
       bodyLimitBytes: e.BODY_LIMIT_BYTES,
       mcpBodyLimitBytes: e.MCP_BODY_LIMIT_BYTES,
     }),
     quotas: Object.freeze({ standard: e.QUOTA_STANDARD, paid: e.QUOTA_PAID }),
-    events: Object.freeze({ retentionDays: e.EVENT_RETENTION_DAYS, pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS }),
+    events: Object.freeze({
+      retentionDays: e.EVENT_RETENTION_DAYS,
+      pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS,
+      pollsPerInstallation: e.POLLS_PER_INSTALLATION,
+    }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     trustProxy: e.TRUST_PROXY,

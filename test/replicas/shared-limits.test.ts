@@ -93,7 +93,9 @@ describe('two broker processes on one database share their limits', () => {
     sim.controls.clearRequests();
     // Many requests through both processes at once, each making at least one Composio call.
     const answers = await Promise.all(
-      Array.from({ length: 16 }, (_, i) => call(i % 2 === 0 ? a : b, 'GET', '/v1/connectors/connected', { headers: registered[i % 2]!.auth })),
+      Array.from({ length: 16 }, (_, i) =>
+        call(i % 2 === 0 ? a : b, 'GET', '/v1/connectors/connected', { headers: registered[i % 2]!.auth }),
+      ),
     );
     expect(answers.every((answer) => answer.status === 200 || answer.status === 503)).toBe(true);
     const sent = sim.controls.requests();
