@@ -1,0 +1,213 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { Agent } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import postgres from 'postgres';
+import { applyMigrations } from '../src/db/database.js';
+import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { composioUserIdFor } from '../src/installations/tokens.js';
+import { createLogger } from '../src/logger.js';
+import { startSimulator } from '../src/sim/index.js';
+import { type Child, fmt, heading, httpCall, line, percentile, startChild } from './lib.js';
+
+/**
+ * `npm run bench:fairness`: what one installation can do to another, in one run.
+ *
+ * 1. Composio fair share: a victim's `GET /v1/connectors/connected` p99 while N installations
+ *    (N = 1, 10, 50) saturate their own allowance, beside the victim's idle p99. The budget is
+ *    set so that the flooders together want far more Composio calls than it allows.
+ * 2. Poll cap: another installation's `GET /v1/me` while one installation tries to hold 2,000
+ *    polls and events keep waking it, beside the same figure with nobody polling.
+ *
+ * One broker started as `npm start` starts it (embedded Postgres in a temporary folder, the
+ * simulator and the load in this process), loopback only.
+ */
+
+const CALLS_PER_MINUTE = 6_000;
+const REQUESTS_PER_MINUTE = 600;
+const FLOODER_CONCURRENCY = 4;
+const VICTIM_SAMPLES = 100;
+const VICTIM_INTERVAL_MS = 100;
+const POLLERS = 2_000;
+
+const startedAt = performance.now();
+const log = createLogger('warn');
+const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-bench-fairness-'));
+const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
+const cleanUp = async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+};
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+}
+try {
+  await main();
+} finally {
+  await cleanUp();
+}
+process.stdout.write(`\n(${((performance.now() - startedAt) / 1000).toFixed(0)} s in all)\n`);
+
+interface Who {
+  installationId: string;
+  auth: { authorization: string };
+}
+
+async function main(): Promise<void> {
+  process.stdout.write('Setting up: embedded Postgres, migrations, the simulator, a broker…\n');
+  const embedded = await startEmbeddedPostgres({ dataDir, logger: log, database: 'omb_bench_fairness' });
+  cleanups.push(() => embedded.stop());
+  await applyMigrations(embedded.url, log);
+  const sim = await startSimulator({ apiKey: 'sim_bench_fairness', logger: false });
+  cleanups.push(() => sim.close());
+  const broker = await startChild('src/main.ts', {
+    DATABASE_URL: embedded.url,
+    COMPOSIO_API_KEY: sim.apiKey,
+    COMPOSIO_BASE_URL: sim.origin,
+    COMPOSIO_WEBHOOK_SECRET: 'whsec_bench_fairness',
+    COMPOSIO_CALLS_PER_MINUTE: String(CALLS_PER_MINUTE),
+    CONNECTOR_REQUESTS_PER_MINUTE: String(REQUESTS_PER_MINUTE),
+    EVENT_REQUESTS_PER_MINUTE: String(REQUESTS_PER_MINUTE),
+    REGISTRATIONS_PER_MINUTE: '100000',
+    LOG_LEVEL: 'warn',
+  });
+  cleanups.push(() => broker.stop());
+  const agent = new Agent({ keepAlive: true, maxSockets: 4096 });
+  cleanups.push(async () => agent.destroy());
+
+  const register = async (): Promise<Who> => {
+    const answer = await httpCall(agent, `${broker.url}/v1/installations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    const { installationId, token } = JSON.parse(answer.body) as { installationId: string; token: string };
+    return { installationId, auth: { authorization: `Bearer ${token}` } };
+  };
+  const victim = await register();
+  const flooders: Who[] = [];
+  for (let i = 0; i < 50; i++) flooders.push(await register());
+  // Each has one connected account, so the inventory has something to list.
+  for (const who of [victim, ...flooders]) {
+    sim.controls.createAccount({ userId: composioUserIdFor(who.installationId), toolkit: 'github', alias: 'work', status: 'ACTIVE' });
+  }
+  process.stdout.write(
+    `Ready: Composio budget ${CALLS_PER_MINUTE}/min, ${REQUESTS_PER_MINUTE} connected-app requests/min per installation, loopback (Node ${process.version}).\n`,
+  );
+
+  await fairShare(broker, agent, sim, victim, flooders);
+  await pollCap(broker, agent, embedded.url, victim);
+}
+
+/** The victim's latencies: `VICTIM_SAMPLES` requests, one every `VICTIM_INTERVAL_MS`. */
+async function victimSamples(call: () => Promise<number>): Promise<{ latencies: number[]; failures: number }> {
+  const latencies: number[] = [];
+  let failures = 0;
+  for (let i = 0; i < VICTIM_SAMPLES; i++) {
+    const t0 = performance.now();
+    const status = await call().catch(() => 0);
+    latencies.push(performance.now() - t0);
+    if (status !== 200) failures++;
+    await sleep(Math.max(0, VICTIM_INTERVAL_MS - (performance.now() - t0)));
+  }
+  return { latencies, failures };
+}
+
+function figures(sample: { latencies: number[]; failures: number }): string[] {
+  return [
+    `p50 ${fmt.ms(percentile(sample.latencies, 50))}`,
+    `p99 ${fmt.ms(percentile(sample.latencies, 99))}`,
+    ...(sample.failures > 0 ? [`(${sample.failures} not 200)`] : []),
+  ];
+}
+
+async function fairShare(broker: Child, agent: Agent, sim: Awaited<ReturnType<typeof startSimulator>>, victim: Who, flooders: Who[]) {
+  const connected = (who: Who) => httpCall(agent, `${broker.url}/v1/connectors/connected`, { headers: who.auth }).then((a) => a.status);
+  heading('Composio fair share: the victim’s GET /v1/connectors/connected, one every 100 ms');
+  for (let i = 0; i < 20; i++) await connected(victim);
+  const idle = await victimSamples(() => connected(victim));
+  line('idle (nobody else calling)', ...figures(idle));
+  const idleP99 = percentile(idle.latencies, 99);
+
+  for (const n of [1, 10, 50]) {
+    let stop = false;
+    let sent = 0;
+    let limited = 0;
+    const composioBefore = sim.controls.requests().length;
+    const started = performance.now();
+    const flood = flooders.slice(0, n).flatMap((who) =>
+      Array.from({ length: FLOODER_CONCURRENCY }, async () => {
+        while (!stop) {
+          const status = await connected(who).catch(() => 0);
+          sent++;
+          // Past its own allowance: it waits for the window like a client reading retry-after would not.
+          if (status === 429) {
+            limited++;
+            await sleep(50);
+          }
+        }
+      }),
+    );
+    await sleep(1000);
+    const loaded = await victimSamples(() => connected(victim));
+    const composioPerSecond = ((sim.controls.requests().length - composioBefore) / (performance.now() - started)) * 1000;
+    stop = true;
+    await Promise.all(flood);
+    const ratio = percentile(loaded.latencies, 99) / idleP99;
+    line(
+      `${n} installation(s) saturating theirs`,
+      ...figures(loaded),
+      `p99 / idle p99 ${ratio.toFixed(2)}x ${ratio <= 2 ? '(within 2x)' : '(OVER 2x)'}`,
+      `flood ${fmt.int(sent)} requests (${fmt.int(limited)} x 429), Composio ${fmt.rate(composioPerSecond)}`,
+    );
+    // Let the budget refill and the counters' minute pass before the next round.
+    await sleep(2_000);
+  }
+}
+
+async function pollCap(broker: Child, agent: Agent, databaseUrl: string, other: Who) {
+  heading(`Poll cap: another installation's GET /v1/me, one every 100 ms`);
+  const me = () => httpCall(agent, `${broker.url}/v1/me`, { headers: other.auth }).then((a) => a.status);
+  const quiet = await victimSamples(me);
+  line('nobody polling', ...figures(quiet));
+
+  const register = await httpCall(agent, `${broker.url}/v1/installations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
+  const holder = JSON.parse(register.body) as { installationId: string; token: string };
+  const auth = { authorization: `Bearer ${holder.token}` };
+  const pollAgent = new Agent({ keepAlive: true, maxSockets: POLLERS + 10 });
+  let stop = false;
+  let answered = 0;
+  let refused = 0;
+  const pollers = Array.from({ length: POLLERS }, async () => {
+    while (!stop) {
+      const answer = await httpCall(pollAgent, `${broker.url}/v1/events?wait=25`, { headers: auth }).catch(() => ({ status: 0 }));
+      if (answer.status === 429) {
+        refused++;
+        await sleep(1000);
+      } else answered++;
+    }
+  });
+  // Events for the holder keep waking its polls.
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  let n = 0;
+  const waking = (async () => {
+    while (!stop) {
+      n++;
+      await sql`select pg_notify('omb_events', ${holder.installationId})`;
+      await sleep(50);
+    }
+  })();
+  await sleep(2000);
+  const busy = await victimSamples(me);
+  stop = true;
+  pollAgent.destroy();
+  await Promise.all([waking, ...pollers.map((p) => p.catch(() => undefined))]);
+  await sql.end({ timeout: 1 });
+  const ratio = percentile(busy.latencies, 99) / percentile(quiet.latencies, 99);
+  line(`one installation trying to hold ${POLLERS} polls, woken 20/s`, ...figures(busy), `p99 ratio ${ratio.toFixed(2)}x`);
+  line('its polls answered / refused (429)', `${fmt.int(answered)} / ${fmt.int(refused)}`, `${n} wake-ups`);
+}
