@@ -24,11 +24,15 @@ import { type Child, fmt, heading, httpCall, line, percentile, startChild } from
  * simulator and the load in this process), loopback only.
  */
 
-const CALLS_PER_MINUTE = 6_000;
+const CALLS_PER_MINUTE = 12_000;
 const REQUESTS_PER_MINUTE = 600;
-const FLOODER_CONCURRENCY = 4;
-const VICTIM_SAMPLES = 100;
-const VICTIM_INTERVAL_MS = 100;
+const FLOODER_INTERVAL_MS = 60_000 / REQUESTS_PER_MINUTE;
+/** The victim calls now and then (once a second), as the app does; its p99 of 40 is their worst. */
+const VICTIM_SAMPLES = 40;
+const VICTIM_INTERVAL_MS = 1000;
+/** Another installation's check-ins during the poll flood: 100, one every 100 ms. */
+const ME_SAMPLES = 100;
+const ME_INTERVAL_MS = 100;
 const POLLERS = 2_000;
 
 const startedAt = performance.now();
@@ -99,16 +103,20 @@ async function main(): Promise<void> {
   await pollCap(broker, agent, embedded.url, victim);
 }
 
-/** The victim's latencies: `VICTIM_SAMPLES` requests, one every `VICTIM_INTERVAL_MS`. */
-async function victimSamples(call: () => Promise<number>): Promise<{ latencies: number[]; failures: number }> {
+/** Latencies of `samples` requests, one every `intervalMs`. */
+async function victimSamples(
+  call: () => Promise<number>,
+  samples = VICTIM_SAMPLES,
+  intervalMs = VICTIM_INTERVAL_MS,
+): Promise<{ latencies: number[]; failures: number }> {
   const latencies: number[] = [];
   let failures = 0;
-  for (let i = 0; i < VICTIM_SAMPLES; i++) {
+  for (let i = 0; i < samples; i++) {
     const t0 = performance.now();
     const status = await call().catch(() => 0);
     latencies.push(performance.now() - t0);
     if (status !== 200) failures++;
-    await sleep(Math.max(0, VICTIM_INTERVAL_MS - (performance.now() - t0)));
+    await sleep(Math.max(0, intervalMs - (performance.now() - t0)));
   }
   return { latencies, failures };
 }
@@ -123,7 +131,7 @@ function figures(sample: { latencies: number[]; failures: number }): string[] {
 
 async function fairShare(broker: Child, agent: Agent, sim: Awaited<ReturnType<typeof startSimulator>>, victim: Who, flooders: Who[]) {
   const connected = (who: Who) => httpCall(agent, `${broker.url}/v1/connectors/connected`, { headers: who.auth }).then((a) => a.status);
-  heading('Composio fair share: the victim’s GET /v1/connectors/connected, one every 100 ms');
+  heading(`Composio fair share: the victim's GET /v1/connectors/connected, ${VICTIM_SAMPLES} of them, one a second`);
   for (let i = 0; i < 20; i++) await connected(victim);
   const idle = await victimSamples(() => connected(victim));
   line('idle (nobody else calling)', ...figures(idle));
@@ -133,32 +141,37 @@ async function fairShare(broker: Child, agent: Agent, sim: Awaited<ReturnType<ty
     let stop = false;
     let sent = 0;
     let limited = 0;
-    const composioBefore = sim.controls.requests().length;
-    const started = performance.now();
-    const flood = flooders.slice(0, n).flatMap((who) =>
-      Array.from({ length: FLOODER_CONCURRENCY }, async () => {
-        while (!stop) {
-          const status = await connected(who).catch(() => 0);
-          sent++;
-          // Past its own allowance: it waits for the window like a client reading retry-after would not.
-          if (status === 429) {
-            limited++;
-            await sleep(50);
-          }
-        }
-      }),
-    );
+    // Each flooder sends its whole allowance, evenly: a request every 60 s / REQUESTS_PER_MINUTE,
+    // without waiting for the answers (they pile up in the broker, queued for Composio).
+    const pending: Array<Promise<unknown>> = [];
+    const flood = flooders.slice(0, n).map(async (who) => {
+      await sleep(Math.random() * FLOODER_INTERVAL_MS);
+      while (!stop) {
+        pending.push(
+          connected(who)
+            .catch(() => 0)
+            .then((status) => {
+              sent++;
+              if (status === 429) limited++;
+            }),
+        );
+        await sleep(FLOODER_INTERVAL_MS);
+      }
+    });
     await sleep(1000);
     const loaded = await victimSamples(() => connected(victim));
-    const composioPerSecond = ((sim.controls.requests().length - composioBefore) / (performance.now() - started)) * 1000;
+    // The simulator remembers its last 1,000 requests: enough for the last second's rate.
+    const lastSecond = Date.now() - 1000;
+    const composioPerSecond = sim.controls.requests().filter((request) => request.at >= lastSecond).length;
     stop = true;
     await Promise.all(flood);
+    await Promise.all(pending);
     const ratio = percentile(loaded.latencies, 99) / idleP99;
     line(
       `${n} installation(s) saturating theirs`,
       ...figures(loaded),
       `p99 / idle p99 ${ratio.toFixed(2)}x ${ratio <= 2 ? '(within 2x)' : '(OVER 2x)'}`,
-      `flood ${fmt.int(sent)} requests (${fmt.int(limited)} x 429), Composio ${fmt.rate(composioPerSecond)}`,
+      `flood ${fmt.int(sent)} requests (${fmt.int(limited)} x 429), Composio ${fmt.rate(composioPerSecond)} at the end`,
     );
     // Let the budget refill and the counters' minute pass before the next round.
     await sleep(2_000);
@@ -166,9 +179,9 @@ async function fairShare(broker: Child, agent: Agent, sim: Awaited<ReturnType<ty
 }
 
 async function pollCap(broker: Child, agent: Agent, databaseUrl: string, other: Who) {
-  heading(`Poll cap: another installation's GET /v1/me, one every 100 ms`);
+  heading(`Poll cap: another installation's GET /v1/me, ${ME_SAMPLES} of them, one every ${ME_INTERVAL_MS} ms`);
   const me = () => httpCall(agent, `${broker.url}/v1/me`, { headers: other.auth }).then((a) => a.status);
-  const quiet = await victimSamples(me);
+  const quiet = await victimSamples(me, ME_SAMPLES, ME_INTERVAL_MS);
   line('nobody polling', ...figures(quiet));
 
   const register = await httpCall(agent, `${broker.url}/v1/installations`, {
@@ -184,10 +197,15 @@ async function pollCap(broker: Child, agent: Agent, databaseUrl: string, other: 
   let refused = 0;
   const pollers = Array.from({ length: POLLERS }, async () => {
     while (!stop) {
-      const answer = await httpCall(pollAgent, `${broker.url}/v1/events?wait=25`, { headers: auth }).catch(() => ({ status: 0 }));
+      const answer = await httpCall(pollAgent, `${broker.url}/v1/events?wait=25`, { headers: auth }).catch(() => ({
+        status: 0,
+        headers: {} as Record<string, string | string[] | undefined>,
+      }));
+      // A careless client that still follows the contract: it polls again at once after an
+      // answer, and waits `retry-after` after a 429.
       if (answer.status === 429) {
         refused++;
-        await sleep(1000);
+        await sleep(Number(answer.headers['retry-after'] ?? 1) * 1000);
       } else answered++;
     }
   });
@@ -202,7 +220,7 @@ async function pollCap(broker: Child, agent: Agent, databaseUrl: string, other: 
     }
   })();
   await sleep(2000);
-  const busy = await victimSamples(me);
+  const busy = await victimSamples(me, ME_SAMPLES, ME_INTERVAL_MS);
   stop = true;
   pollAgent.destroy();
   await Promise.all([waking, ...pollers.map((p) => p.catch(() => undefined))]);

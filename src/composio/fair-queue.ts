@@ -3,10 +3,12 @@ import { type Budget, BudgetExhausted } from './call-budget.js';
 /**
  * Decides which caller's Composio call takes the budget's next token. Calls are queued per
  * flow (one flow per installation); each flow's calls go in their own order, and the next token
- * goes to the waiting flow served least recently. A flow that floods therefore waits behind its
- * own backlog, while one that calls now and then is served at the next token, whatever the
- * backlog of the others. Tokens are taken one call at a time from the budget (shared by every
- * process when it is the Postgres one), so the order here is the order of service.
+ * goes to the waiting flow that has used the least budget lately (calls served, decaying with a
+ * five-second time constant). A flow that floods therefore waits behind its own backlog, while
+ * one that calls now and then — using less than its share — is served at the next token,
+ * whatever the backlog of the others; flooders share what is left evenly. Tokens are taken one
+ * call at a time from the budget (shared by every process when it is the Postgres one), so the
+ * order here is the order of service.
  */
 interface Entry {
   readonly cost: number;
@@ -17,13 +19,19 @@ interface Entry {
   reject(error: unknown): void;
 }
 
+/** How fast past use is forgotten: after 5 s a call weighs 1/e of what it did. */
+const USAGE_TIME_CONSTANT_MS = 5_000;
 /** Flows remembered when idle, so a flooder that pauses for a moment does not jump the queue. */
 const MAX_REMEMBERED_FLOWS = 50_000;
 
+interface Usage {
+  score: number;
+  at: number;
+}
+
 export class FairQueue {
   private readonly flows = new Map<string, Entry[]>();
-  private readonly lastServed = new Map<string, number>();
-  private tick = 0;
+  private readonly usage = new Map<string, Usage>();
   private seq = 0;
   private pumping = false;
 
@@ -78,16 +86,22 @@ export class FairQueue {
     });
   }
 
-  /** The head of the waiting flow served least recently (never served first; then arrival). */
+  /** The head of the waiting flow that used the least lately (then the earliest arrival). */
   private next(): { flow: string; entry: Entry } | undefined {
-    let best: { flow: string; entry: Entry; served: number } | undefined;
+    const now = this.now();
+    let best: { flow: string; entry: Entry; used: number } | undefined;
     for (const [flow, entries] of this.flows) {
       const entry = entries[0];
       if (!entry) continue;
-      const served = this.lastServed.get(flow) ?? -1;
-      if (!best || served < best.served || (served === best.served && entry.seq < best.entry.seq)) best = { flow, entry, served };
+      const used = this.usedLately(flow, now);
+      if (!best || used < best.used || (used === best.used && entry.seq < best.entry.seq)) best = { flow, entry, used };
     }
     return best && { flow: best.flow, entry: best.entry };
+  }
+
+  private usedLately(flow: string, now: number): number {
+    const usage = this.usage.get(flow);
+    return usage ? usage.score * Math.exp(-(now - usage.at) / USAGE_TIME_CONSTANT_MS) : 0;
   }
 
   private async pump(): Promise<void> {
@@ -101,7 +115,7 @@ export class FairQueue {
         try {
           if (remaining <= 0) throw new BudgetExhausted(0);
           await this.budget.acquire(entry.cost, remaining);
-          this.served(flow);
+          this.served(flow, entry.cost);
           entry.resolve();
         } catch (error) {
           entry.reject(error);
@@ -112,10 +126,14 @@ export class FairQueue {
     }
   }
 
-  private served(flow: string): void {
-    if (this.lastServed.size >= MAX_REMEMBERED_FLOWS && !this.lastServed.has(flow)) this.lastServed.clear();
-    this.lastServed.delete(flow);
-    this.lastServed.set(flow, ++this.tick);
+  private served(flow: string, cost: number): void {
+    const now = this.now();
+    if (this.usage.size >= MAX_REMEMBERED_FLOWS && !this.usage.has(flow)) {
+      // Forget the flows whose use has faded; at worst everything (a flood of new flows).
+      for (const [key] of this.usage) if (this.usedLately(key, now) < 0.01) this.usage.delete(key);
+      if (this.usage.size >= MAX_REMEMBERED_FLOWS) this.usage.clear();
+    }
+    this.usage.set(flow, { score: this.usedLately(flow, now) + cost, at: now });
   }
 
   private drop(flow: string, entry: Entry): void {
