@@ -31,7 +31,11 @@ describe('the Composio budget shared between installations', () => {
       t.app.inject({ method: 'GET', url: '/v1/connectors/connected', headers: who.auth });
 
     let flooderAnswered = 0;
-    const flood = Array.from({ length: 40 }, () => connected(flooder).then((response) => (flooderAnswered++, response)));
+    const flood = Array.from({ length: 40 }, async () => {
+      const response = await connected(flooder);
+      flooderAnswered++;
+      return response;
+    });
     // The burst is spent and the flooder's backlog is queued.
     await until(() => h.sim.controls.requests().length >= 20, 10_000, 'the burst spent');
     await new Promise((resolve) => setTimeout(resolve, 200));
