@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -141,6 +142,8 @@ async function fairShare(broker: Child, agent: Agent, sim: Awaited<ReturnType<ty
     let stop = false;
     let sent = 0;
     let limited = 0;
+    const cpuBefore = cpuSeconds(broker);
+    const phaseStarted = performance.now();
     // Each flooder sends its whole allowance, evenly: a request every 60 s / REQUESTS_PER_MINUTE,
     // without waiting for the answers (they pile up in the broker, queued for Composio).
     const pending: Array<Promise<unknown>> = [];
@@ -163,6 +166,7 @@ async function fairShare(broker: Child, agent: Agent, sim: Awaited<ReturnType<ty
     // The simulator remembers its last 1,000 requests: enough for the last second's rate.
     const lastSecond = Date.now() - 1000;
     const composioPerSecond = sim.controls.requests().filter((request) => request.at >= lastSecond).length;
+    const cpu = (cpuSeconds(broker) - cpuBefore) / ((performance.now() - phaseStarted) / 1000);
     stop = true;
     await Promise.all(flood);
     await Promise.all(pending);
@@ -172,6 +176,7 @@ async function fairShare(broker: Child, agent: Agent, sim: Awaited<ReturnType<ty
       ...figures(loaded),
       `p99 / idle p99 ${ratio.toFixed(2)}x ${ratio <= 2 ? '(within 2x)' : '(OVER 2x)'}`,
       `flood ${fmt.int(sent)} requests (${fmt.int(limited)} x 429), Composio ${fmt.rate(composioPerSecond)} at the end`,
+      `broker CPU ${(cpu * 100).toFixed(0)}% of a core`,
     );
     // Let the budget refill and the counters' minute pass before the next round.
     await sleep(2_000);
@@ -228,4 +233,11 @@ async function pollCap(broker: Child, agent: Agent, databaseUrl: string, other: 
   const ratio = percentile(busy.latencies, 99) / percentile(quiet.latencies, 99);
   line(`one installation trying to hold ${POLLERS} polls, woken 20/s`, ...figures(busy), `p99 ratio ${ratio.toFixed(2)}x`);
   line('its polls answered / refused (429)', `${fmt.int(answered)} / ${fmt.int(refused)}`, `${n} wake-ups`);
+}
+
+/** CPU time the broker process has used so far (user + system), from /proc. */
+function cpuSeconds(child: Child): number {
+  const stat = readFileSync(`/proc/${child.process.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
