@@ -25,8 +25,8 @@ import { type Child, fmt, heading, httpCall, line, percentile, startChild } from
  * simulator and the load in this process), loopback only.
  */
 
-const CALLS_PER_MINUTE = 12_000;
-const REQUESTS_PER_MINUTE = 600;
+const CALLS_PER_MINUTE = 3_000;
+const REQUESTS_PER_MINUTE = 120;
 const FLOODER_INTERVAL_MS = 60_000 / REQUESTS_PER_MINUTE;
 /** The victim calls now and then (once a second), as the app does; its p99 of 40 is their worst. */
 const VICTIM_SAMPLES = 40;
