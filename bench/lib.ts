@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { type Agent, request } from 'node:http';
+import { type Agent, type IncomingHttpHeaders, request } from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -60,6 +60,7 @@ export function rssKiB(pid: number): number {
 export interface HttpAnswer {
   status: number;
   body: string;
+  headers: IncomingHttpHeaders;
 }
 
 export function httpCall(
@@ -71,7 +72,7 @@ export function httpCall(
     const req = request(url, { agent, method: options.method ?? 'GET', headers: options.headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
       res.on('error', reject);
     });
     req.on('error', reject);

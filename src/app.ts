@@ -4,9 +4,10 @@ import { serializerCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from './clock.js';
-import type { ComposioGateway } from './composio/index.js';
+import { type ComposioGateway, runAsCaller } from './composio/index.js';
 import type { Config } from './config.js';
 import { connectorRoutes } from './connectors/routes.js';
+import { sharedCounters } from './db/counters.js';
 import type { Database } from './db/database.js';
 import { apiDocs } from './docs/openapi.js';
 import { eventRoutes } from './events/routes.js';
@@ -15,6 +16,7 @@ import { triggerTestRoutes } from './events/trigger-test-routes.js';
 import { webhookRoutes } from './events/webhook-routes.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
+import { sharedRateLimitStore } from './http/rate-limit-store.js';
 import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
 import { planRoutes } from './installations/grant-routes.js';
@@ -94,7 +96,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   acceptEmptyJsonBodies(app);
   logOneLinePerRequest(app, metrics);
-  await app.register(rateLimit, { global: false });
+  // Every limit counts in Postgres, so it holds whatever the number of broker processes.
+  const counters = sharedCounters(database.sql);
+  await app.register(rateLimit, { global: false, store: sharedRateLimitStore(counters) });
+  composioCallsPerRequest(app, config.composio.timeoutMs);
   await apiDocs(app);
 
   const health = {
@@ -147,7 +152,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     types: triggerTypes,
   });
 
-  const events = deps.events ?? createEventsRuntime({ database, logger });
+  const events = deps.events ?? createEventsRuntime({ database, logger, pollsPerInstallation: config.events.pollsPerInstallation });
   const stopCountingWebhooks = events.outcomes.subscribe((outcome) => metrics.webhooks.inc({ outcome }));
   app.addHook('onClose', async () => stopCountingWebhooks());
   await app.register(metricsRoutes, {
@@ -160,6 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     database,
     events,
     pollMaxWaitSeconds: config.events.pollMaxWaitSeconds,
+    requestsPerMinute: config.limits.eventRequestsPerMinute,
     onDelivered: (count) => metrics.eventsDelivered.inc(count),
   });
   await app.register(webhookRoutes, {
@@ -169,6 +175,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     events,
     secrets: config.composio.webhookSecrets,
     badWebhooksPerMinute: config.limits.badWebhooksPerMinute,
+    counters,
     onQueued: (type) => metrics.eventsQueued.inc({ type }),
   });
   await app.register(triggerTestRoutes, {
@@ -189,6 +196,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   return app;
+}
+
+/**
+ * An installation's request makes its Composio calls as that installation (they queue behind its
+ * own earlier calls, not behind other installations') and within one deadline for the whole
+ * request, `COMPOSIO_TIMEOUT_MS` from the moment it is let in. Runs after the routes' guards.
+ */
+function composioCallsPerRequest(app: FastifyInstance, timeoutMs: number): void {
+  app.addHook('preHandler', (request, _reply, done) => {
+    const installation = request.installation;
+    if (!installation) return done();
+    runAsCaller({ flow: `installation:${installation.id}`, deadlineAt: performance.now() + timeoutMs }, done);
+  });
 }
 
 /** One log line per request, written when the answer has gone: no headers, no bodies. */

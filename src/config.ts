@@ -109,6 +109,8 @@ const EnvSchema = z.object({
   REGISTRATIONS_PER_MINUTE: int(1, 1_000_000).default(30),
   CONNECTOR_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(120),
   BAD_WEBHOOKS_PER_MINUTE: int(1, 1_000_000).default(600),
+  EVENT_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(300),
+  POLLS_PER_INSTALLATION: int(1, 1000).default(4),
   BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(256 * 1024),
   MCP_BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(2 * 1024 * 1024),
 
@@ -170,6 +172,8 @@ export interface Config {
     readonly registrationsPerMinute: number;
     readonly connectorRequestsPerMinute: number;
     readonly badWebhooksPerMinute: number;
+    /** Polls and acknowledgements per installation per minute (`/v1/events`, `/v1/events/ack`, each counted). */
+    readonly eventRequestsPerMinute: number;
     readonly bodyLimitBytes: number;
     readonly mcpBodyLimitBytes: number;
   };
@@ -179,6 +183,8 @@ export interface Config {
     readonly pollMaxWaitSeconds: number;
     /** `trigger.test` events each installation may queue per UTC day (outside the quota). */
     readonly testsPerDay: number;
+    /** Waiting polls per installation; a poll beyond them answers the oldest waiting one at once, empty. */
+    readonly pollsPerInstallation: number;
   };
   /** How long the operators' audit trail is kept. */
   readonly auditRetentionDays: number;
@@ -293,6 +299,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       registrationsPerMinute: e.REGISTRATIONS_PER_MINUTE,
       connectorRequestsPerMinute: e.CONNECTOR_REQUESTS_PER_MINUTE,
       badWebhooksPerMinute: e.BAD_WEBHOOKS_PER_MINUTE,
+      eventRequestsPerMinute: e.EVENT_REQUESTS_PER_MINUTE,
       bodyLimitBytes: e.BODY_LIMIT_BYTES,
       mcpBodyLimitBytes: e.MCP_BODY_LIMIT_BYTES,
     }),
@@ -301,6 +308,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       retentionDays: e.EVENT_RETENTION_DAYS,
       pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS,
       testsPerDay: e.TRIGGER_TESTS_PER_DAY,
+      pollsPerInstallation: e.POLLS_PER_INSTALLATION,
     }),
     auditRetentionDays: e.AUDIT_RETENTION_DAYS,
     triggers: Object.freeze({ reconnectCheckSeconds: e.TRIGGER_RECONNECT_CHECK_SECONDS }),

@@ -66,7 +66,7 @@ async function main(): Promise<void> {
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
-    const events = createEventsRuntime({ database, logger });
+    const events = createEventsRuntime({ database, logger, pollsPerInstallation: config.events.pollsPerInstallation });
     const app = await buildApp({ config, database, logger, clock: systemClock, events, composio: composio.gateway, metrics });
     closers.push(() => closeServer(app, config.shutdownGraceMs, logger));
     if (config.metrics.host !== undefined && config.metrics.port !== undefined) {
@@ -222,7 +222,8 @@ async function connectComposio(
   database: Database,
 ): Promise<{ config: Config; gateway: ComposioGateway }> {
   const onCall = composioCallRecorder(metrics);
-  const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall);
+  // The budget lives in the database: every process on the project draws from the same one.
+  const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall, database.sql);
   if (config.composio.apiKey) return { config, gateway: gatewayFor(config) };
 
   // The simulator must know the broker's webhook URL before the broker listens.

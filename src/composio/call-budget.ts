@@ -25,7 +25,16 @@ export class BudgetExhausted extends Error {
   }
 }
 
-export class CallBudget {
+/** What the call core needs of a budget: this process's own (`CallBudget`) or the shared one. */
+export interface Budget {
+  /** Waits for `cost` calls' worth of budget, or throws `BudgetExhausted` when that would take longer than `maxWaitMs`. */
+  acquire(cost: number, maxWaitMs?: number): Promise<void>;
+  /** Composio answered 429: nobody calls before `retryAfterMs` has passed. */
+  pause(retryAfterMs: number): void | Promise<void>;
+}
+
+/** The in-memory budget: exact for one process only (tests, the operator CLI). */
+export class CallBudget implements Budget {
   private readonly capacity: number;
   private readonly tokensPerMs: number;
   private readonly maxWaitMs: number;
@@ -50,19 +59,19 @@ export class CallBudget {
   }
 
   /** Waits for `cost` calls' worth of budget, or throws `BudgetExhausted` without waiting. */
-  async acquire(cost = 1): Promise<void> {
+  async acquire(cost = 1, maxWaitMs = this.maxWaitMs): Promise<void> {
     const start = this.now();
     this.refill(start);
     this.tokens -= cost;
     const readyAt = Math.max(start, this.refilledAt, this.pausedUntil) + Math.max(0, -this.tokens) / this.tokensPerMs;
     const wait = readyAt - start;
-    if (wait > this.maxWaitMs) {
+    if (wait > maxWaitMs) {
       this.tokens += cost;
       throw new BudgetExhausted(wait);
     }
     if (wait > 0) await this.sleep(wait);
     // A 429 may have arrived while this caller slept: honour the pause it set.
-    const deadline = start + this.maxWaitMs;
+    const deadline = start + maxWaitMs;
     for (let now = this.now(); this.pausedUntil > now; now = this.now()) {
       if (this.pausedUntil > deadline) throw new BudgetExhausted(this.pausedUntil - now);
       await this.sleep(this.pausedUntil - now);

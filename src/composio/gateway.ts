@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Sql } from '../db/database.js';
 import { accountCalls } from './gateway/accounts.js';
 import type { CallCoreOptions } from './gateway/call.js';
 import { createCallCore } from './gateway/call.js';
@@ -8,6 +9,7 @@ import { sessionCalls } from './gateway/sessions.js';
 import { triggerCalls } from './gateway/triggers.js';
 import { webhookSubscriptionCalls } from './gateway/webhook-subscription.js';
 import { createSdk } from './sdk.js';
+import { sharedCallBudget } from './shared-budget.js';
 import { createHostTrust } from './trust.js';
 import type { ComposioGateway } from './types.js';
 
@@ -18,15 +20,18 @@ export interface ComposioGatewayOptions extends CallCoreOptions {
 
 /**
  * The gateway for the configured project (`COMPOSIO_*`): what the broker and the operator CLI
- * both use, so they agree on the budget and the deadline.
+ * both use, so they agree on the budget and the deadline. Given the database, the budget is the
+ * one every process on the project shares (`composio_budgets`); without it, this process's own.
  */
 export function gatewayForProject(
   settings: { readonly apiKey: string; readonly baseUrl: string; readonly callsPerMinute: number; readonly timeoutMs: number },
   logger: Logger,
   onCall?: ComposioGatewayOptions['onCall'],
+  sql?: Sql,
 ): ComposioGateway {
   const { apiKey, baseUrl, callsPerMinute, timeoutMs } = settings;
-  return createComposioGateway({ apiKey, baseUrl, callsPerMinute, timeoutMs, logger, ...(onCall ? { onCall } : {}) });
+  const budget = sql ? sharedCallBudget({ sql, apiKey, callsPerMinute, maxWaitMs: timeoutMs }) : undefined;
+  return createComposioGateway({ apiKey, baseUrl, callsPerMinute, timeoutMs, logger, budget, ...(onCall ? { onCall } : {}) });
 }
 
 /**

@@ -3,6 +3,8 @@
  * rest of the codebase sees the narrow `ComposioGateway`, its `ComposioFailure` and these helpers.
  */
 
+export { type Budget, BudgetExhausted, CallBudget } from './call-budget.js';
+export { type CallerScope, currentCaller, runAsCaller } from './caller.js';
 export { authConfigRequiredMessage, isSignedOutText, reconnectMessage } from './errors.js';
 export {
   ComposioFailure,
@@ -12,6 +14,7 @@ export {
   isComposioNotFound,
 } from './failure.js';
 export { type ComposioGatewayOptions, createComposioGateway, gatewayForProject } from './gateway.js';
+export { projectDigest, sharedCallBudget } from './shared-budget.js';
 export { createHostTrust } from './trust.js';
 export type * from './types.js';
 export { parseWebhookEvent, type WebhookEvent } from './webhook-events.js';

@@ -5,6 +5,7 @@ import {
   boolean,
   check,
   date,
+  doublePrecision,
   index,
   integer,
   jsonb,
@@ -265,3 +266,28 @@ export const mcpSessions = pgTable(
   },
   (t) => [primaryKey({ columns: [t.installationId, t.mcpSessionId] })],
 );
+
+/**
+ * Shared rate-limit counters (UNLOGGED): one fixed window per key, `<limit>:<route>:<who>`.
+ * Written only by `db/counters.ts`.
+ */
+export const rateLimitCounters = pgTable(
+  'rate_limit_counters',
+  {
+    key: text('key').primaryKey(),
+    hits: integer('hits').notNull(),
+    resetsAt: timestamp('resets_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [index('rate_limit_counters_resets_at_idx').on(t.resetsAt)],
+);
+
+/**
+ * The Composio call budget per project (UNLOGGED): a token bucket and the retry-after pause.
+ * `project` is a digest of the API key. Written only by `composio/shared-budget.ts`.
+ */
+export const composioBudgets = pgTable('composio_budgets', {
+  project: text('project').primaryKey(),
+  tokens: doublePrecision('tokens').notNull(),
+  refilledAt: timestamp('refilled_at', { withTimezone: true }).notNull(),
+  pausedUntil: timestamp('paused_until', { withTimezone: true }).notNull(),
+});

@@ -14,7 +14,9 @@ export type WakeReason =
   /** An operator disabled the installation. */
   | 'disabled'
   /** The client went away. */
-  | 'aborted';
+  | 'aborted'
+  /** The installation started more polls than it may hold: the oldest waiting one is answered now. */
+  | 'superseded';
 
 export interface Subscription {
   /** Settles once, with why the wait ended. */
@@ -32,6 +34,9 @@ export class EventHub {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private count = 0;
   private closing = false;
+
+  /** `perInstallation`: waiting polls one installation may hold; a new one beyond supersedes the oldest. */
+  constructor(private readonly perInstallation = Number.POSITIVE_INFINITY) {}
 
   /** How many polls are waiting right now. */
   get size(): number {
@@ -68,6 +73,8 @@ export class EventHub {
       set = new Set();
       this.waiters.set(installationId, set);
     }
+    // A Set keeps insertion order: the first is the oldest waiter.
+    while (set.size >= this.perInstallation) set.values().next().value?.settle('superseded');
     set.add(waiter);
     this.count++;
     return { woken, cancel: () => waiter.settle('aborted') };

@@ -42,7 +42,7 @@ export async function pollEvents(
     // Subscribe before reading: a commit between the read and the wait still wakes us.
     const subscription = remaining > 0 ? hub.subscribe(installationId, remaining, request.signal) : undefined;
     try {
-      const slice = await readQueue(sql, installationId, { after, limit });
+      const slice = await readOnce(sql, installationId, after, limit);
       if (!slice) throw unauthorized();
       // Later reads start where the first one did, even if the acknowledged position moves meanwhile.
       after = slice.through;
@@ -51,6 +51,9 @@ export async function pollEvents(
         case 'event':
         case 'timeout':
           continue;
+        case 'superseded':
+          // The installation opened more polls than it may hold; this, the oldest, ends now.
+          return { answer: answerWith(installationId, slice), shuttingDown: false };
         case 'closing':
           return { answer: answerWith(installationId, slice), shuttingDown: true };
         case 'aborted':
@@ -68,4 +71,20 @@ export async function pollEvents(
 function answerWith(installationId: string, slice: QueueSlice): PollAnswer {
   const answer = { events: slice.events, cursor: encodeCursor(installationId, slice.through) };
   return slice.gap ? { ...answer, gap: true } : answer;
+}
+
+/**
+ * Reads in flight, by installation, position and limit: a wake-up makes an installation's
+ * waiting polls read again at the same moment, and those reading the same slice share one read.
+ */
+const reading = new Map<string, Promise<QueueSlice | null>>();
+
+function readOnce(sql: Sql, installationId: string, after: number | null, limit: number): Promise<QueueSlice | null> {
+  const key = `${installationId}:${after ?? ''}:${limit}`;
+  let read = reading.get(key);
+  if (!read) {
+    read = readQueue(sql, installationId, { after, limit }).finally(() => reading.delete(key));
+    reading.set(key, read);
+  }
+  return read;
 }

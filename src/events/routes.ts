@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { POLL_WAIT_CAP_SECONDS } from '../config.js';
 import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
+import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
@@ -16,6 +17,8 @@ export interface EventRoutesDeps {
   events: EventsRuntime;
   /** The longest a poll may wait (`POLL_MAX_WAIT_SECONDS`), whatever it asks for. */
   pollMaxWaitSeconds: number;
+  /** Polls (and, counted apart, acknowledgements) per installation per minute (`EVENT_REQUESTS_PER_MINUTE`). */
+  requestsPerMinute: number;
   /** Told how many events each poll answer hands over (for metrics). */
   onDelivered?: (count: number) => void;
 }
@@ -24,16 +27,23 @@ export interface EventRoutesDeps {
 const MAX_WAIT_SECONDS = POLL_WAIT_CAP_SECONDS;
 export const DEFAULT_POLL_LIMIT = 50;
 
+/**
+ * A plain decimal integer and nothing else: `Number()` would also take `0x10`, `1e1`, ` 16` or
+ * `16.0`, and `wait=0x10` would wait 16 s.
+ */
+const decimal = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,3}$/, 'must be a plain decimal integer')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
 const PollQuery = z.object({
   cursor: z.string().min(1).max(64).optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(DEFAULT_POLL_LIMIT),
-  wait: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(MAX_WAIT_SECONDS)
+  limit: decimal(1, 100).default(DEFAULT_POLL_LIMIT).describe('How many events at most (1–100, decimal; default 50).'),
+  wait: decimal(0, MAX_WAIT_SECONDS)
     .default(MAX_WAIT_SECONDS)
-    .describe('Seconds to wait when nothing is queued (capped by `POLL_MAX_WAIT_SECONDS`).'),
+    .describe('Seconds to wait when nothing is queued (0–25, decimal; default 25; capped by `POLL_MAX_WAIT_SECONDS`).'),
 });
 
 const AckBody = z.strictObject({ cursor: z.string().min(1).max(64) });
@@ -83,18 +93,23 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     tags: ['events'],
     summary: "Long-poll the installation's events",
     description:
-      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits.',
+      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits.\n\n' +
+      'An installation may hold 4 waiting polls (`POLLS_PER_INSTALLATION`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation (`EVENT_REQUESTS_PER_MINUTE`, `429` beyond).',
     security: installationToken,
     querystring: PollQuery,
     response: {
       200: json('The next events (possibly none, after the wait).', EventBatch),
-      400: refusal('A bad `limit` or `wait`, or a cursor this installation was not given or past its queue (`invalid_cursor`).'),
+      400: refusal(
+        'A bad `limit` or `wait` (plain decimal integers only), or a cursor this installation was not given or past its queue (`invalid_cursor`).',
+      ),
       401: refusals.unauthorized,
       403: refusals.installationDisabled,
+      429: refusals.installationEventsRateLimited,
     },
   };
+  const limit = perInstallationLimit(deps.requestsPerMinute, 'too many event requests for this installation');
   // The token is checked before the query is validated: without one, nothing else is said.
-  app.get('/v1/events', { preValidation: guard, schema: poll }, async (request, reply) => {
+  app.get('/v1/events', { preValidation: guard, schema: poll, config: limit }, async (request, reply) => {
     const { query } = request;
     // The response's `close` fires when the client hangs up before the answer: stop waiting then.
     const clientGone = new AbortController();
@@ -133,9 +148,10 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
       400: refusal('A missing or bad cursor (`invalid_cursor`).'),
       401: refusals.unauthorized,
       403: refusals.installationDisabled,
+      429: refusals.installationEventsRateLimited,
     },
   };
-  app.post('/v1/events/ack', { preValidation: guard, schema: ack }, async (request, reply) => {
+  app.post('/v1/events/ack', { preValidation: guard, schema: ack, config: limit }, async (request, reply) => {
     const { cursor } = request.body;
     const installationId = request.installation.id;
     if (!(await acknowledge(sql, installationId, decodeCursor(installationId, cursor)))) throw unauthorized();

@@ -28,10 +28,17 @@ export interface EventsRuntime {
   stop(): Promise<void>;
 }
 
-export function createEventsRuntime(options: { database: Pick<Database, 'sql' | 'url'>; logger: Logger }): EventsRuntime {
+/** `POLLS_PER_INSTALLATION`'s default: waiting polls one installation may hold. */
+export const DEFAULT_POLLS_PER_INSTALLATION = 4;
+
+export function createEventsRuntime(options: {
+  database: Pick<Database, 'sql' | 'url'>;
+  logger: Logger;
+  pollsPerInstallation?: number;
+}): EventsRuntime {
   const { sql, url } = options.database;
   const log = options.logger.child({ component: 'events' });
-  const hub = new EventHub();
+  const hub = new EventHub(options.pollsPerInstallation ?? DEFAULT_POLLS_PER_INSTALLATION);
   const notifier = new EventNotifier(sql, hub, log);
   const listenClient = () =>
     postgres(url, {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import { parseWebhookEvent } from '../composio/webhook-events.js';
 import { verifyWebhookSignature } from '../composio/webhook-signature.js';
+import type { SharedCounters } from '../db/counters.js';
 import type { Database } from '../db/database.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
 import { tooDeep } from '../http/json.js';
@@ -24,6 +25,8 @@ export interface WebhookRoutesDeps {
   /** `COMPOSIO_WEBHOOK_SECRET`: accepted besides the stored ones (src/events/webhook-secrets.ts). */
   secrets: readonly string[];
   badWebhooksPerMinute: number;
+  /** Where bad signatures are counted, shared by every broker process. */
+  counters: SharedCounters;
   /** Told the type of every event appended to a queue (for metrics). */
   onQueued?: (type: QueuedEventType) => void;
 }
@@ -71,7 +74,7 @@ const schema = {
  */
 export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDeps): Promise<void> {
   const { clock, events } = deps;
-  const limiter = new FailureLimiter(deps.badWebhooksPerMinute);
+  const limiter = new FailureLimiter(deps.counters, deps.badWebhooksPerMinute);
   const count = (outcome: WebhookOutcome) => events.outcomes.count(outcome);
   const book = new WebhookSecretBook(deps.database.sql, deps.secrets, app.log.child({ component: 'webhook-secrets' }));
   const stopWatching = events.onWebhookSecretsChanged(() => void book.reload());
@@ -91,7 +94,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       bodyLimit: WEBHOOK_BODY_LIMIT,
       // Before the body is read: an address sending bad signatures is turned away cheaply.
       onRequest: async (request) => {
-        const retryAfter = limiter.retryAfterSeconds(request.ip, clock.now().getTime());
+        const retryAfter = await limiter.retryAfterSeconds(request.ip);
         if (retryAfter > 0) {
           count('rate_limited');
           throw tooManyRequests('too many webhooks with bad signatures from this address', retryAfter);
@@ -117,7 +120,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       // again, and during a rotation wait for the new one, rather than refuse a genuine delivery.
       if (!verdict.ok && verdict.reason === 'bad_signature') verdict = await book.recheck(verdict, verify, () => clock.now());
       if (!verdict.ok) {
-        limiter.recordFailure(request.ip, receivedAt.getTime());
+        await limiter.recordFailure(request.ip);
         count('bad_signature');
         request.log.warn({ reason: verdict.reason, ip: request.ip }, 'webhook refused: bad signature');
         throw new AppError(401, 'invalid_signature', 'webhook signature is missing or invalid');

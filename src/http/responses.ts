@@ -40,6 +40,9 @@ export const refusals = {
   tooLarge: refusal('The body is over the size limit.'),
   composioFailed: refusal('Composio is down, slow or refused (`upstream_unavailable`, `upstream_rate_limited`); `error` is readable.'),
   installationRateLimited: refusal('More than the per-installation budget of connected-app requests (120 a minute by default).'),
+  installationEventsRateLimited: refusal(
+    'More than the per-installation budget of event requests (300 a minute by default, `EVENT_REQUESTS_PER_MINUTE`).',
+  ),
   rateLimited: refusal('Too many requests from this client; see `retry-after`.'),
   operatorUnauthorized: refusal('Missing, invalid, expired or too long-lived admin token (`operator_unauthorized`).'),
   adminDisabled: refusal('No operator keys are configured, so the admin API is off (`admin_disabled`).'),

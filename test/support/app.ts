@@ -61,7 +61,10 @@ export function unreachableComposio(logger = createLogger('silent')): ComposioGa
 
 export async function buildTestApp(env: Env = {}, options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await createTestDatabase());
-  const config = loadConfig({ LOG_LEVEL: 'info', ...env });
+  // Limits count in the database, shared by every app on it (as by every broker process): apps
+  // sharing a test file's database would otherwise spend one registration allowance between
+  // them. Tests of the registration limit set their own (and use an address of their own).
+  const config = loadConfig({ LOG_LEVEL: 'info', REGISTRATIONS_PER_MINUTE: '100000', ...env });
   const logs = new LogCapture();
   const clock = new TestClock();
   const logger = createLogger(config.logLevel, logs);

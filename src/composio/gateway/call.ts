@@ -1,13 +1,20 @@
 import type { Logger } from 'pino';
-import { BudgetExhausted, CallBudget } from '../call-budget.js';
+import { type Budget, BudgetExhausted, CallBudget } from '../call-budget.js';
+import { currentCaller } from '../caller.js';
 import { isConnectionFailure, toFailure } from '../errors.js';
 import type { ComposioFailure } from '../failure.js';
+import { FairQueue } from '../fair-queue.js';
 
 export interface CallCoreOptions {
   /** The budget for HTTP requests to Composio, shared by everything the gateway does. */
   readonly callsPerMinute: number;
   /** Bound on each call's answer, and on how long a call may queue for budget. */
   readonly timeoutMs: number;
+  /**
+   * The budget the calls take tokens from: the one shared by every process on the project
+   * (`sharedCallBudget`), or by default this process's own.
+   */
+  readonly budget?: Budget | undefined;
   readonly logger: Logger;
   /** Called once per call with outcome `ok` or the failure's code (for metrics). */
   readonly onCall?: ((operation: string, outcome: string, seconds: number) => void) | undefined;
@@ -43,7 +50,9 @@ export interface CallCore {
 
 export function createCallCore(options: CallCoreOptions): CallCore {
   const log = options.logger;
-  const budget = new CallBudget({ callsPerMinute: options.callsPerMinute, maxWaitMs: options.timeoutMs });
+  const budget = options.budget ?? new CallBudget({ callsPerMinute: options.callsPerMinute, maxWaitMs: options.timeoutMs });
+  // Which caller's call takes the next token: each installation queues behind its own calls.
+  const queue = new FairQueue(budget);
 
   function report(operation: string, outcome: string, started: number): void {
     options.onCall?.(operation, outcome, (performance.now() - started) / 1000);
@@ -59,9 +68,11 @@ export function createCallCore(options: CallCoreOptions): CallCore {
 
   return {
     /**
-     * The deadline starts once the budget allows the call and ends when `fn` settles: for the
-     * MCP fetch that is when the answer's status and headers are in, so a streamed body may run
-     * on for as long as the caller's signal allows.
+     * One deadline per request (`runAsCaller`), or per call outside a request: the wait for
+     * budget and every call's answer must fit in it. A call's answer is bounded by the time left
+     * and by `timeoutMs`, and ends when `fn` settles: for the MCP fetch that is when the answer's
+     * status and headers are in, so a streamed body may run on for as long as the caller's
+     * signal allows.
      *
      * The one retry left: a call that is safe to repeat (`idempotent`) and failed to connect
      * at all — typically a pooled keep-alive connection the other side had just closed — is
@@ -69,18 +80,21 @@ export function createCallCore(options: CallCoreOptions): CallCore {
      */
     async call(operation, cost, about, fn, outcomeOf) {
       const started = performance.now();
+      const caller = currentCaller();
+      const flow = caller?.flow ?? 'broker';
+      const deadlineAt = Math.min(caller?.deadlineAt ?? Number.POSITIVE_INFINITY, started + options.timeoutMs);
       const deadline = new AbortController();
       let timer: NodeJS.Timeout | undefined;
       try {
-        await budget.acquire(cost);
-        timer = setTimeout(() => deadline.abort(), options.timeoutMs);
+        await queue.take(flow, cost, deadlineAt, about.signal);
+        timer = setTimeout(() => deadline.abort(), Math.max(0, deadlineAt - performance.now()));
         const signal = about.signal ? AbortSignal.any([about.signal, deadline.signal]) : deadline.signal;
         let result: Awaited<ReturnType<typeof fn>>;
         try {
           result = await fn(signal);
         } catch (error) {
           if (!about.idempotent || signal.aborted || !isConnectionFailure(error)) throw error;
-          await budget.acquire(cost);
+          await queue.take(flow, cost, deadlineAt, about.signal);
           result = await fn(signal);
         }
         report(operation, outcomeOf?.(result) ?? 'ok', started);
@@ -95,7 +109,11 @@ export function createCallCore(options: CallCoreOptions): CallCore {
           timedOut: deadline.signal.aborted,
         });
         // Composio asked everybody to wait; our own budget refusing asks nothing new.
-        if (failure.kind === 'rate_limited' && !(error instanceof BudgetExhausted)) budget.pause(failure.retryAfterMs ?? 0);
+        if (failure.kind === 'rate_limited' && !(error instanceof BudgetExhausted)) {
+          await Promise.resolve(budget.pause(failure.retryAfterMs ?? 0)).catch((cause: unknown) =>
+            log.warn({ operation, cause: describeCause(cause) }, 'could not record the Composio pause'),
+          );
+        }
         throw fail(operation, failure, error, started);
       } finally {
         clearTimeout(timer);

@@ -1,0 +1,54 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startHarness } from '../composio/harness.js';
+import { buildTestApp } from '../support/app.js';
+import { until } from '../support/http.js';
+import { type ConnectorsWorld, member } from './support.js';
+
+/**
+ * One installation flooding cannot starve another of Composio: each installation's calls queue
+ * behind its own earlier calls, and the next call budget goes to the installation served least
+ * recently. The budget here is 120 calls a minute: a burst of 20, then one call every 500 ms.
+ */
+
+let w: ConnectorsWorld;
+afterEach(async () => w?.close());
+
+describe('the Composio budget shared between installations', () => {
+  it("serves a victim's call before a flooder's queued backlog", async () => {
+    const h = await startHarness({ callsPerMinute: 120, timeoutMs: 20_000 });
+    const t = await buildTestApp({ CONNECTOR_REQUESTS_PER_MINUTE: '10000', COMPOSIO_TIMEOUT_MS: '20000' }, { composio: h.gateway });
+    w = {
+      t,
+      h,
+      close: async () => {
+        await t.close();
+        await h.close();
+      },
+    };
+    const flooder = await member(t.app);
+    const victim = await member(t.app);
+    const connected = (who: { auth: { authorization: string } }) =>
+      t.app.inject({ method: 'GET', url: '/v1/connectors/connected', headers: who.auth });
+
+    let flooderAnswered = 0;
+    const flood = Array.from({ length: 40 }, async () => {
+      const response = await connected(flooder);
+      flooderAnswered++;
+      return response;
+    });
+    // The burst is spent and the flooder's backlog is queued.
+    await until(() => h.sim.controls.requests().length >= 20, 10_000, 'the burst spent');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    const started = performance.now();
+    const answer = await connected(victim);
+    const took = performance.now() - started;
+    const flooderPending = 40 - flooderAnswered;
+    expect(answer.statusCode).toBe(200);
+    // In arrival order the victim would wait for the whole backlog (many seconds at two calls a
+    // second); queued per installation it waits for the next token or two.
+    expect(flooderPending).toBeGreaterThanOrEqual(10);
+    expect(took).toBeLessThan(5_000);
+    await Promise.all(flood);
+  }, 60_000);
+});
