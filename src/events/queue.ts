@@ -28,7 +28,7 @@ export interface QueueSlice {
 
 interface SliceRow {
   after: string;
-  expired_through: string;
+  last: string;
   position: string | null;
   id: string | null;
   type: QueuedEvent['type'] | null;
@@ -46,7 +46,13 @@ interface SliceRow {
  * in the order they were accepted. Null when the installation no longer exists.
  *
  * Reading `position > after` never skips an event: positions are allocated under the
- * installation's row lock and so become visible in order (migrations/functions/omb_ingest_*.sql).
+ * installation's row lock and so become visible in order (migrations/functions/omb_append_event.sql).
+ * Events received before the retention horizon (`event_retention.kept_since`) are not served,
+ * even while their day's partition is still there.
+ *
+ * Positions are contiguous, so a gap needs no bookkeeping: when the first position served is not
+ * the one right after `after` (or nothing is served while the queue goes further), the positions
+ * in between were removed by retention.
  */
 export async function readQueue(
   sql: Sql,
@@ -55,17 +61,17 @@ export async function readQueue(
 ): Promise<QueueSlice | null> {
   const rows = await sql<SliceRow[]>`
     with start as (
-      select coalesce(${options.after}::bigint, i.acked_event_position) as after,
-             coalesce(x.expired_through_position, 0) as expired_through
-        from installations i left join event_expiry x on x.installation_id = i.id
+      select coalesce(${options.after}::bigint, i.acked_event_position) as after, i.last_event_position as last,
+             coalesce((select r.kept_since from event_retention r), '-infinity') as kept_since
+        from installations i
        where i.id = ${installationId}
     )
-    select s.after, s.expired_through, e.position, e.id, e.type, e.trigger_id, e.automation_id, e.toolkit,
+    select s.after, s.last, e.position, e.id, e.type, e.trigger_id, e.automation_id, e.toolkit,
            e.trigger_slug, e.connected_account_id, e.received_at, e.data
       from start s
       left join lateral (
         select * from events e
-         where e.installation_id = ${installationId} and e.position > s.after
+         where e.installation_id = ${installationId} and e.position > s.after and e.received_at >= s.kept_since
          order by e.position
          limit ${options.limit}
       ) e on true
@@ -75,9 +81,12 @@ export async function readQueue(
   const after = Number(first.after);
   const events: QueuedEvent[] = [];
   let through = after;
+  let gap = false;
   for (const row of rows) {
     if (row.position === null) continue;
-    through = Number(row.position);
+    const position = Number(row.position);
+    if (position !== through + 1) gap = true;
+    through = position;
     events.push({
       id: row.id!,
       type: row.type!,
@@ -90,7 +99,9 @@ export async function readQueue(
       data: row.data,
     });
   }
-  return { events, through, gap: Number(first.expired_through) > after };
+  // Nothing served although the queue goes further: everything after `after` is gone.
+  if (events.length === 0 && Number(first.last) > after) gap = true;
+  return { events, through, gap };
 }
 
 /**
@@ -124,7 +135,8 @@ export interface QueueBacklog {
 }
 
 /**
- * Queue depth and the oldest unacknowledged event, all installations together. Only
+ * Queue depth and the oldest unacknowledged event still kept (see readQueue), all installations
+ * together. Only
  * installations with a backlog are visited, each through its (installation, position) index.
  */
 export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
@@ -135,6 +147,7 @@ export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
       select count(*) as depth, min(e.received_at) as oldest
       from events e
       where e.installation_id = i.id and e.position > i.acked_event_position
+        and e.received_at >= coalesce((select r.kept_since from event_retention r), '-infinity')
     ) backlog
     where i.last_event_position > i.acked_event_position`;
   return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
