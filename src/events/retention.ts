@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
 import type postgres from 'postgres';
+import type { Clock } from '../clock.js';
 import type { Sql } from '../db/database.js';
 import { forgetUsageBefore } from '../plans/usage.js';
 
@@ -124,7 +124,7 @@ export async function dropExpiredDays(sql: Sql, horizon: Date): Promise<DroppedD
   if (!listed) return { ran: false, days: [] };
   const days: string[] = [];
   for (const partition of listed.value) {
-    let dropped: { value: void } | undefined;
+    let dropped: { value: unknown } | undefined;
     try {
       dropped = await underLock(sql, async (tx) => {
         await tx.unsafe(`set local lock_timeout = '${DROP_LOCK_TIMEOUT}'`);

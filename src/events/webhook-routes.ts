@@ -58,7 +58,9 @@ const schema = {
   response: {
     // Listed, not enforced: an outcome the list misses must not turn a handled webhook into a 500.
     200: json('Handled; `outcome` says what became of it.', z.object({ outcome: z.string().meta({ enum: OUTCOMES }) })),
-    400: refusal('Correctly signed but not JSON, or an unusable `webhook-id` (not printable ASCII, over 255 characters, or starting `omb:`).'),
+    400: refusal(
+      'Correctly signed but not JSON, or an unusable `webhook-id` (not printable ASCII, over 255 characters, or starting `omb:`).',
+    ),
     401: refusal('Missing, stale or wrong signature (`invalid_signature`); nothing is stored.'),
     413: refusals.tooLarge,
     429: refusals.rateLimited,
