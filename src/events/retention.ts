@@ -11,10 +11,13 @@ const FIRST_RUN_DELAY_MS = 10_000;
 /** Day partitions are created this many days ahead of today, so a day never starts without one. */
 export const PARTITION_DAYS_AHEAD = 3;
 /**
- * How long dropping a day waits for the locks it needs (other statements on `events` finishing).
- * Waiting longer would hold up everything queued behind the drop; the next run tries again.
+ * Dropping a day needs `events` to itself for a moment: it waits for the statements running on
+ * it to finish, and statements arriving meanwhile wait behind it. So each attempt waits at most
+ * this long, and a few attempts are made; a day still not dropped is dropped by the next run.
  */
-const DROP_LOCK_TIMEOUT = '500ms';
+const DROP_LOCK_TIMEOUT = '200ms';
+const DROP_ATTEMPTS = 5;
+const DROP_RETRY_MS = 100;
 const LOCK_NOT_AVAILABLE = '55P03';
 
 export interface RetentionRun {
@@ -108,7 +111,8 @@ export interface DroppedDays {
  * dead tuples, no WAL per row. A day still holding events inside the horizon stays until it is
  * wholly past (its older events are already not served, see removeExpiredEvents). Each drop is
  * its own short transaction under the retention lock, and waits at most DROP_LOCK_TIMEOUT for
- * statements on `events` to finish; a day it could not drop is dropped by the next run.
+ * statements on `events` to finish (DROP_ATTEMPTS times); a day it could not drop is dropped by
+ * the next run.
  */
 export async function dropExpiredDays(sql: Sql, horizon: Date): Promise<DroppedDays> {
   const listed = await underLock(
@@ -124,21 +128,28 @@ export async function dropExpiredDays(sql: Sql, horizon: Date): Promise<DroppedD
   if (!listed) return { ran: false, days: [] };
   const days: string[] = [];
   for (const partition of listed.value) {
-    let dropped: { value: unknown } | undefined;
-    try {
-      dropped = await underLock(sql, async (tx) => {
-        await tx.unsafe(`set local lock_timeout = '${DROP_LOCK_TIMEOUT}'`);
-        await tx`drop table if exists ${tx(partition.name)}`;
-      });
-    } catch (error) {
-      // A long statement on `events` held its lock past the timeout: the next run drops it.
-      if ((error as { code?: string }).code === LOCK_NOT_AVAILABLE) break;
-      throw error;
-    }
+    const dropped = await dropPartition(sql, partition.name);
     if (!dropped) break;
     days.push(dayOf(partition.name, partition.upper));
   }
   return { ran: true, days };
+}
+
+/** True once the partition is gone; false when the retention lock or `events` could not be had. */
+async function dropPartition(sql: Sql, name: string): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const dropped = await underLock(sql, async (tx) => {
+        await tx.unsafe(`set local lock_timeout = '${DROP_LOCK_TIMEOUT}'`);
+        await tx`drop table if exists ${tx(name)}`;
+      });
+      return dropped !== undefined;
+    } catch (error) {
+      if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw error;
+      if (attempt === DROP_ATTEMPTS) return false;
+      await new Promise((resolve) => setTimeout(resolve, DROP_RETRY_MS));
+    }
+  }
 }
 
 /** `events_p20320101` → `2032-01-01`; another partition by the day it ends before. */
