@@ -45,6 +45,9 @@ async function underLock<T>(sql: Sql, statement: (tx: postgres.TransactionSql) =
 export async function ensureEventPartitions(sql: Sql, today: Date): Promise<number | undefined> {
   const from = today.toISOString().slice(0, 10);
   const run = await underLock(sql, async (tx) => {
+    // Attaching locks the default partition (and checks it) for a moment; never queue long for
+    // it. Partitions are made days ahead, so a run that gives up is retried well in time.
+    await tx.unsafe(`set local lock_timeout = '${DROP_LOCK_TIMEOUT}'`);
     const [row] = await tx<{ created: number }[]>`
       select omb_event_partitions_ensure(${from}::date, ${from}::date + ${PARTITION_DAYS_AHEAD}::int) as created`;
     return row?.created ?? 0;
