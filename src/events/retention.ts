@@ -187,10 +187,14 @@ export function startRetentionJob(options: {
 
   const tick = async () => {
     const startedAt = Date.now();
+    const now = options.clock.now();
     try {
-      const now = options.clock.now();
       const created = await ensureEventPartitions(options.sql, now);
       if (created) log.info({ created }, 'day partitions created');
+    } catch (err) {
+      log.warn({ err }, 'creating day partitions failed; retrying at the next run');
+    }
+    try {
       const horizon = new Date(now.getTime() - options.retentionDays * DAY_MS);
       const run = await removeExpiredEvents(options.sql, { horizon, batchSize: options.batchSize });
       const dropped = await dropExpiredDays(options.sql, horizon);
