@@ -8,8 +8,10 @@
 -- installations are not blocked.
 --
 -- Dedupe by event id within the installation (omb_event_seen) comes before the quota, so a
--- redelivery never consumes quota. The check is repeated under the lock for a concurrent
--- redelivery of the same event: the lock, not an index, is what makes it exactly once.
+-- redelivery never consumes quota. It is checked once, under the installation's lock, so a
+-- concurrent redelivery of the same event waits and then sees it: the lock, not an index, is
+-- what makes it exactly once. (Not before the lock too: for a new event, which nearly every
+-- webhook is, that would probe the dedupe index of every day in the window twice.)
 --
 -- Events enter the queue through omb_append_event alone.
 --
@@ -60,10 +62,6 @@ BEGIN
   END IF;
   IF NOT t.enabled THEN
     outcome := 'paused';
-    RETURN;
-  END IF;
-  IF omb_event_seen(t.installation_id, p_event_id, p_received_at) THEN
-    outcome := 'duplicate';
     RETURN;
   END IF;
   -- The filter is applied by the caller (src/triggers/filter.ts); an empty one matches everything.
