@@ -1,6 +1,7 @@
 -- A connected account expired: its triggers need a reconnect, and the installation hears it once
 -- through a `connection.expired` event, whose shape is built here. Positions are allocated under
--- the installation's row lock, as in omb_ingest_trigger_message.
+-- the installation's row lock and dedupe is by the installation's own ids, as in
+-- omb_ingest_trigger_message.
 CREATE OR REPLACE FUNCTION omb_ingest_account_expired(
   p_event_id text,
   p_connected_account_id text,
@@ -13,7 +14,6 @@ CREATE OR REPLACE FUNCTION omb_ingest_account_expired(
   OUT queued text
 ) LANGUAGE plpgsql AS $$
 DECLARE
-  v_position bigint;
   v_triggers jsonb;
   v_toolkit text;
 BEGIN
@@ -22,13 +22,13 @@ BEGIN
     outcome := 'unknown_account';
     RETURN;
   END IF;
-  IF EXISTS (SELECT 1 FROM events e WHERE e.id = p_event_id) THEN
+  IF omb_event_seen(installation, p_event_id, p_received_at) THEN
     outcome := 'duplicate';
     RETURN;
   END IF;
 
   PERFORM 1 FROM installations i WHERE i.id = installation FOR NO KEY UPDATE;
-  IF EXISTS (SELECT 1 FROM events e WHERE e.id = p_event_id) THEN
+  IF omb_event_seen(installation, p_event_id, p_received_at) THEN
     outcome := 'duplicate';
     RETURN;
   END IF;
@@ -44,13 +44,11 @@ BEGIN
     INTO v_triggers, v_toolkit
     FROM marked m;
 
-  UPDATE installations i SET last_event_position = i.last_event_position + 1
-   WHERE i.id = installation RETURNING i.last_event_position INTO v_position;
-  INSERT INTO events (installation_id, position, id, type, toolkit, connected_account_id, received_at, data)
-    VALUES (installation, v_position, p_event_id, 'connection.expired', coalesce(p_toolkit, v_toolkit),
-            p_connected_account_id, p_received_at,
-            jsonb_build_object('connectedAccountId', p_connected_account_id,
-                               'toolkit', coalesce(p_toolkit, v_toolkit), 'triggers', v_triggers));
+  -- The event keeps its webhook's id (the contract: the webhook-id is the event id).
+  PERFORM omb_append_event(installation, p_event_id, 'connection.expired', NULL, NULL, coalesce(p_toolkit, v_toolkit),
+                           NULL, p_connected_account_id, p_received_at,
+                           jsonb_build_object('connectedAccountId', p_connected_account_id,
+                                              'toolkit', coalesce(p_toolkit, v_toolkit), 'triggers', v_triggers));
   outcome := 'accepted';
   queued := 'connection.expired';
 END;

@@ -7,8 +7,13 @@
 -- installation, and a poller that has read position N never later misses a smaller one. Other
 -- installations are not blocked.
 --
--- Dedupe by event id comes before the quota, so a redelivery never consumes quota. The check is
--- repeated under the lock for a concurrent redelivery of the same event.
+-- Dedupe by event id within the installation (omb_event_seen) comes before the quota, so a
+-- redelivery never consumes quota. It is checked once, under the installation's lock, so a
+-- concurrent redelivery of the same event waits and then sees it: the lock, not an index, is
+-- what makes it exactly once. (Not before the lock too: for a new event, which nearly every
+-- webhook is, that would probe the dedupe index of every day in the window twice.)
+--
+-- Events enter the queue through omb_append_event alone.
 --
 -- The shapes of the events queued here are built here: `trigger.event` carries Composio's data
 -- as it came, `quota.exceeded` the day, the limit and when it resets.
@@ -39,7 +44,6 @@ DECLARE
   v_kept integer;
   v_notified boolean;
   v_limit integer;
-  v_position bigint;
 BEGIN
   SELECT tr.id, tr.installation_id, tr.automation_id, tr.toolkit, tr.trigger_slug, tr.connected_account_id,
          tr.filter, tr.enabled, i.composio_user_id
@@ -60,10 +64,6 @@ BEGIN
     outcome := 'paused';
     RETURN;
   END IF;
-  IF EXISTS (SELECT 1 FROM events e WHERE e.id = p_event_id) THEN
-    outcome := 'duplicate';
-    RETURN;
-  END IF;
   -- The filter is applied by the caller (src/triggers/filter.ts); an empty one matches everything.
   IF NOT p_filter_checked AND t.filter <> '{}'::jsonb THEN
     outcome := 'check_filter';
@@ -72,7 +72,7 @@ BEGIN
   END IF;
 
   PERFORM 1 FROM installations i WHERE i.id = t.installation_id FOR NO KEY UPDATE;
-  IF EXISTS (SELECT 1 FROM events e WHERE e.id = p_event_id) THEN
+  IF omb_event_seen(t.installation_id, p_event_id, p_received_at) THEN
     outcome := 'duplicate';
     RETURN;
   END IF;
@@ -101,25 +101,19 @@ BEGIN
       ON CONFLICT (trigger_id, day) DO UPDATE SET skipped = d.skipped + 1, skipped_reason = 'daily_limit';
     -- The first skip of the day tells the installation once; it is not a kept event.
     IF NOT v_notified THEN
-      UPDATE installations i SET last_event_position = i.last_event_position + 1
-       WHERE i.id = t.installation_id RETURNING i.last_event_position INTO v_position;
-      INSERT INTO events (installation_id, position, id, type, received_at, data)
-        VALUES (t.installation_id, v_position, 'quota.exceeded:' || t.installation_id || ':' || p_day,
-                'quota.exceeded', p_received_at,
-                jsonb_build_object('day', p_day, 'eventsPerDay', v_limit,
-                                   'resetsAt', to_char((p_day + 1)::timestamp, 'YYYY-MM-DD') || 'T00:00:00.000Z'));
+      -- A broker-made id: `omb:` is refused in a webhook-id, so no webhook can share it.
+      PERFORM omb_append_event(t.installation_id, 'omb:quota.exceeded:' || p_day, 'quota.exceeded', NULL, NULL, NULL,
+                               NULL, NULL, p_received_at,
+                               jsonb_build_object('day', p_day, 'eventsPerDay', v_limit,
+                                                  'resetsAt', to_char((p_day + 1)::timestamp, 'YYYY-MM-DD') || 'T00:00:00.000Z'));
       queued := 'quota.exceeded';
     END IF;
     outcome := 'over_quota';
     RETURN;
   END IF;
 
-  UPDATE installations i SET last_event_position = i.last_event_position + 1
-   WHERE i.id = t.installation_id RETURNING i.last_event_position INTO v_position;
-  INSERT INTO events (installation_id, position, id, type, trigger_id, automation_id, toolkit, trigger_slug,
-                      connected_account_id, received_at, data)
-    VALUES (t.installation_id, v_position, p_event_id, 'trigger.event', t.id, t.automation_id, t.toolkit,
-            t.trigger_slug, t.connected_account_id, p_received_at, p_data);
+  PERFORM omb_append_event(t.installation_id, p_event_id, 'trigger.event', t.id, t.automation_id, t.toolkit,
+                           t.trigger_slug, t.connected_account_id, p_received_at, p_data);
   UPDATE daily_usage u SET kept = u.kept + 1 WHERE u.installation_id = t.installation_id AND u.day = p_day;
   INSERT INTO trigger_daily_usage AS d (trigger_id, day, kept) VALUES (t.id, p_day, 1)
     ON CONFLICT (trigger_id, day) DO UPDATE SET kept = d.kept + 1;

@@ -2,8 +2,9 @@
 -- src/events/trigger-test.ts), in one round trip, without Composio.
 --
 -- The event has the shape of a `trigger.event` for the same trigger (its data is a sample payload
--- the caller passes); its type says it is a test. Like every append it locks the installation's
--- row and allocates `last_event_position + 1` under that lock, so positions commit in order.
+-- the caller passes); its type says it is a test; its id is broker-made (`omb:trigger.test:…`), apart
+-- from webhook ids. Like every append it locks the installation's row, then enters the queue through
+-- omb_append_event, so positions commit in order and stay contiguous.
 --
 -- Test events never count against the quota (`kept`/`skipped`): they have their own small daily
 -- allowance, counted in `daily_usage.test_events` under the same lock.
@@ -25,7 +26,6 @@ CREATE OR REPLACE FUNCTION omb_queue_trigger_test(
 ) LANGUAGE plpgsql AS $$
 DECLARE
   t record;
-  v_position bigint;
 BEGIN
   PERFORM 1 FROM installations i WHERE i.id = p_installation FOR NO KEY UPDATE;
   IF NOT FOUND THEN
@@ -51,12 +51,8 @@ BEGIN
     RETURN;
   END IF;
 
-  UPDATE installations i SET last_event_position = i.last_event_position + 1
-   WHERE i.id = p_installation RETURNING i.last_event_position INTO v_position;
-  INSERT INTO events (installation_id, position, id, type, trigger_id, automation_id, toolkit, trigger_slug,
-                      connected_account_id, received_at, data)
-    VALUES (p_installation, v_position, p_event_id, 'trigger.test', t.id, t.automation_id, t.toolkit,
-            t.trigger_slug, t.connected_account_id, p_received_at, p_data);
+  PERFORM omb_append_event(p_installation, p_event_id, 'trigger.test', t.id, t.automation_id, t.toolkit,
+                           t.trigger_slug, t.connected_account_id, p_received_at, p_data);
   outcome := 'queued';
 END;
 $$;

@@ -120,7 +120,13 @@ export const triggers = pgTable(
 
 /**
  * The per-installation event queue. `position` is assigned under the installation row's lock,
- * so positions commit in order: a poller that has seen position N never later misses a smaller one.
+ * so positions commit in order and stay contiguous: a poller that has seen position N never later
+ * misses a smaller one, and a missing position can only have been removed by retention.
+ *
+ * Partitioned by UTC day on `received_at` (migrations/0011_events_by_day.sql; drizzle does not
+ * model partitions): `events_pYYYYMMDD` per day, created ahead by src/events/retention.ts, and
+ * `events_default` for a day that has none yet. Retention drops whole days. Every key starts
+ * with `installation_id`; the primary key holds `received_at` because a partitioned table's must.
  */
 export const events = pgTable(
   'events',
@@ -129,7 +135,7 @@ export const events = pgTable(
       .notNull()
       .references(() => installations.id, { onDelete: 'cascade' }),
     position: bigint('position', { mode: 'number' }).notNull(),
-    /** The `webhook-id` of the delivery (or a broker-made id for its own events). */
+    /** The `webhook-id` of the delivery, or a broker-made `omb:…` id for its own events. */
     id: text('id').notNull(),
     type: text('type').notNull(),
     triggerId: uuid('trigger_id'),
@@ -141,23 +147,21 @@ export const events = pgTable(
     data: jsonb('data').notNull(),
   },
   (t) => [
-    primaryKey({ columns: [t.installationId, t.position] }),
-    uniqueIndex('events_id_idx').on(t.id),
-    index('events_received_at_idx').on(t.receivedAt),
+    primaryKey({ columns: [t.installationId, t.position, t.receivedAt] }),
+    /** Dedupe (migrations/functions/omb_event_seen.sql): an installation's ids, per day. */
+    index('events_installation_id_id_idx').on(t.installationId, t.id),
   ],
 );
 
 /**
- * How far retention has removed each installation's queue, so a poll from an older cursor can
- * answer `gap: true`. A table of its own rather than a column on `installations`: the retention
- * job then never takes the installation row lock that ingest serialises on.
+ * Where the queue starts: events received before `keptSince` are past retention and no poll
+ * serves them, even while the day partition holding them is still there. One row, written by
+ * the retention job (src/events/retention.ts) at each run; absent until the first run.
  */
-export const eventExpiry = pgTable('event_expiry', {
-  installationId: uuid('installation_id')
-    .primaryKey()
-    .references(() => installations.id, { onDelete: 'cascade' }),
-  /** Every event at or below this position has been removed by retention. */
-  expiredThroughPosition: bigint('expired_through_position', { mode: 'number' }).notNull(),
+export const eventRetention = pgTable('event_retention', {
+  /** Always true: the table holds one row. */
+  singleton: boolean('singleton').primaryKey().default(true),
+  keptSince: ts('kept_since').notNull(),
   updatedAt: ts('updated_at').notNull().defaultNow(),
 });
 

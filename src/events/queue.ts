@@ -30,7 +30,7 @@ export interface QueueSlice {
 
 interface SliceRow {
   after: string;
-  expired_through: string;
+  last: string;
   position: string | null;
   id: string | null;
   type: QueuedEvent['type'] | null;
@@ -48,7 +48,13 @@ interface SliceRow {
  * in the order they were accepted. Null when the installation no longer exists.
  *
  * Reading `position > after` never skips an event: positions are allocated under the
- * installation's row lock and so become visible in order (migrations/functions/omb_ingest_*.sql).
+ * installation's row lock and so become visible in order (migrations/functions/omb_append_event.sql).
+ * Events received before the retention horizon (`event_retention.kept_since`) are not served,
+ * even while their day's partition is still there.
+ *
+ * Positions are contiguous, so a gap needs no bookkeeping: when the first position served is not
+ * the one right after `after` (or nothing is served while the queue goes further), the positions
+ * in between were removed by retention.
  */
 export async function readQueue(
   sql: Sql,
@@ -57,17 +63,17 @@ export async function readQueue(
 ): Promise<QueueSlice | null> {
   const rows = await sql<SliceRow[]>`
     with start as (
-      select coalesce(${options.after}::bigint, i.acked_event_position) as after,
-             coalesce(x.expired_through_position, 0) as expired_through
-        from installations i left join event_expiry x on x.installation_id = i.id
+      select coalesce(${options.after}::bigint, i.acked_event_position) as after, i.last_event_position as last,
+             coalesce((select r.kept_since from event_retention r), '-infinity') as kept_since
+        from installations i
        where i.id = ${installationId}
     )
-    select s.after, s.expired_through, e.position, e.id, e.type, e.trigger_id, e.automation_id, e.toolkit,
+    select s.after, s.last, e.position, e.id, e.type, e.trigger_id, e.automation_id, e.toolkit,
            e.trigger_slug, e.connected_account_id, e.received_at, e.data
       from start s
       left join lateral (
         select * from events e
-         where e.installation_id = ${installationId} and e.position > s.after
+         where e.installation_id = ${installationId} and e.position > s.after and e.received_at >= s.kept_since
          order by e.position
          limit ${options.limit}
       ) e on true
@@ -77,9 +83,12 @@ export async function readQueue(
   const after = Number(first.after);
   const events: QueuedEvent[] = [];
   let through = after;
+  let gap = false;
   for (const row of rows) {
     if (row.position === null) continue;
-    through = Number(row.position);
+    const position = Number(row.position);
+    if (position !== through + 1) gap = true;
+    through = position;
     events.push({
       id: row.id!,
       type: row.type!,
@@ -93,7 +102,9 @@ export async function readQueue(
       ...(row.type === 'trigger.test' ? { test: true as const } : {}),
     });
   }
-  return { events, through, gap: Number(first.expired_through) > after };
+  // Nothing served although the queue goes further: everything after `after` is gone.
+  if (events.length === 0 && Number(first.last) > after) gap = true;
+  return { events, through, gap };
 }
 
 /**
@@ -127,7 +138,8 @@ export interface QueueBacklog {
 }
 
 /**
- * Queue depth and the oldest unacknowledged event, all installations together. Only
+ * Queue depth and the oldest unacknowledged event still kept (see readQueue), all installations
+ * together. Only
  * installations with a backlog are visited, each through its (installation, position) index.
  */
 export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
@@ -138,6 +150,7 @@ export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
       select count(*) as depth, min(e.received_at) as oldest
       from events e
       where e.installation_id = i.id and e.position > i.acked_event_position
+        and e.received_at >= coalesce((select r.kept_since from event_retention r), '-infinity')
     ) backlog
     where i.last_event_position > i.acked_event_position`;
   return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };

@@ -40,7 +40,7 @@ export async function queueTriggerTest(
   if (!trigger) throw triggerNotFound();
   const type = deps.types.peek(trigger.toolkit, trigger.triggerSlug);
   const data = type ? samplePayload(type.payloadSchema) : {};
-  const eventId = `trigger.test:${randomUUID()}`;
+  const eventId = `omb:trigger.test:${randomUUID()}`;
   const [row] = await deps.db.$client<{ outcome: 'queued' | 'unknown_trigger' | 'over_allowance'; used: number | null }[]>`
     select * from omb_queue_trigger_test(
       ${installationId}::uuid, ${trigger.id}::uuid, ${eventId}::text, ${jsonForPostgres(data)}::jsonb,

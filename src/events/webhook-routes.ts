@@ -36,8 +36,12 @@ export type { QueuedEventType } from './queue.js';
 /** Trigger payloads can be large (a whole e-mail); bigger than the API's JSON limit. */
 const WEBHOOK_BODY_LIMIT = 1024 * 1024;
 const SIGNATURE_TOLERANCE_SECONDS = 300;
-/** `webhook-id` becomes the event id: printable, and short enough for the unique index. */
-const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/**
+ * `webhook-id` becomes the event id: printable and short. Ids starting `omb:` are the broker's
+ * own (`quota.exceeded`): refusing them here keeps the two id spaces apart, so a webhook is
+ * never taken for a duplicate of a broker-made event, nor one of those for a webhook.
+ */
+const EVENT_ID_PATTERN = /^(?!omb:)[\x21-\x7e]{1,255}$/;
 /** Routine outcomes a busy trigger can produce thousands of times a day: logged at debug. */
 const QUIET_OUTCOMES: ReadonlySet<WebhookOutcome> = new Set(['paused', 'filtered', 'over_quota']);
 
@@ -50,7 +54,7 @@ const schema = {
   tags: ['events'],
   summary: "Composio's signed webhooks",
   description:
-    "Called by Composio, not by installations. The signature (`webhook-id`, `webhook-timestamp`, `webhook-signature`: HMAC-SHA256 over `id.timestamp.body`, `v1,` base64, several allowed) is checked on the raw body before anything else, against every configured secret, with a 300-second tolerance. `composio.trigger.message` is routed by `metadata.trigger_id`, filtered, counted against the day's quota and queued; `composio.connected_account.expired` marks the account's triggers `needs_reconnect` and queues `connection.expired`. The `webhook-id` is the event id: a redelivery is stored once. Unknown or paused triggers, duplicates and other event types answer `200` with nothing queued. Addresses sending many bad signatures are refused for a while (`429`).\n\n" +
+    "Called by Composio, not by installations. The signature (`webhook-id`, `webhook-timestamp`, `webhook-signature`: HMAC-SHA256 over `id.timestamp.body`, `v1,` base64, several allowed) is checked on the raw body before anything else, against every configured secret, with a 300-second tolerance. `composio.trigger.message` is routed by `metadata.trigger_id`, filtered, counted against the day's quota and queued; `composio.connected_account.expired` marks the account's triggers `needs_reconnect` and queues `connection.expired`. The `webhook-id` is the event id: a redelivery to the same installation within 72 hours is stored once; `webhook-id`s starting `omb:` are kept for the broker's own events and refused. Unknown or paused triggers, duplicates and other event types answer `200` with nothing queued. Addresses sending many bad signatures are refused for a while (`429`).\n\n" +
     'The body is a Composio V3 event, `{id, timestamp, type, metadata, data}`, as JSON of at most 1 MiB.',
   headers: describedHeaders({
     'webhook-id': { required: true, schema: { maxLength: 255 } },
@@ -60,7 +64,9 @@ const schema = {
   response: {
     // Listed, not enforced: an outcome the list misses must not turn a handled webhook into a 500.
     200: json('Handled; `outcome` says what became of it.', z.object({ outcome: z.string().meta({ enum: OUTCOMES }) })),
-    400: refusal('Correctly signed but not JSON, nested more than 64 levels (`json_too_deep`), or an unusable `webhook-id`.'),
+    400: refusal(
+      'Correctly signed but not JSON, nested more than 64 levels (`json_too_deep`), or an unusable `webhook-id` (not printable ASCII, over 255 characters, or starting `omb:`).',
+    ),
     401: refusal('Missing, stale or wrong signature (`invalid_signature`); nothing is stored.'),
     413: refusals.tooLarge,
     429: refusals.rateLimited,

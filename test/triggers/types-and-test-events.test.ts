@@ -129,7 +129,7 @@ describe('test events', () => {
     const started = Date.now();
     const sent = await world.t.app.inject({ method: 'POST', url: `/v1/triggers/${trigger.id}/test`, headers: a.auth });
     expect(sent.statusCode).toBe(202);
-    expect(sent.json()).toEqual({ eventId: expect.stringMatching(/^trigger\.test:/), remainingToday: 19 });
+    expect(sent.json()).toEqual({ eventId: expect.stringMatching(/^omb:trigger\.test:/), remainingToday: 19 });
 
     const answer = await waiting;
     expect(Date.now() - started).toBeLessThan(5000);

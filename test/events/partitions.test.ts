@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropExpiredDays, ensureEventPartitions, removeExpiredEvents } from '../../src/events/retention.js';
+import { register } from '../support/app.js';
+import {
+  buildEventsApp,
+  type EventsTestApp,
+  insertTrigger,
+  type SignedWebhook,
+  signed,
+  type TestTrigger,
+  triggerMessage,
+} from './helpers.js';
+
+/**
+ * The queue's storage at scale: one partition per UTC day, retention by dropping whole days,
+ * dedupe within an installation, gaps told from contiguous positions, and broker-made ids apart
+ * from webhook ids.
+ */
+const DAY = 86_400_000;
+let t: EventsTestApp;
+beforeAll(async () => {
+  t = await buildEventsApp({ QUOTA_STANDARD: '3' });
+});
+afterAll(() => t.close());
+
+type Batch = { events: Array<{ id: string; type: string; receivedAt: string }>; cursor: string; gap?: boolean };
+
+async function post(webhook: SignedWebhook) {
+  return t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
+}
+
+async function send(trigger: TestTrigger, options: { id?: string } = {}): Promise<{ id: string; outcome: string }> {
+  const webhook = signed(triggerMessage(trigger), { at: t.clock.now(), ...(options.id ? { id: options.id } : {}) });
+  const response = await post(webhook);
+  expect(response.statusCode).toBe(200);
+  return { id: webhook.id, outcome: response.json<{ outcome: string }>().outcome };
+}
+
+async function batch(auth: { authorization: string }, query = ''): Promise<Batch> {
+  const response = await t.app.inject({
+    method: 'GET',
+    url: `/v1/events?wait=0&${query.includes('limit=') ? query : `limit=100&${query}`}`,
+    headers: auth,
+  });
+  expect(response.statusCode).toBe(200);
+  return response.json<Batch>();
+}
+
+async function partitionOf(installationId: string, id: string): Promise<string> {
+  const [row] = await t.database.sql<{ partition: string }[]>`
+    select tableoid::regclass::text as partition from events where installation_id = ${installationId} and id = ${id}`;
+  return row!.partition;
+}
+
+const exists = async (table: string) =>
+  (await t.database.sql<{ found: boolean }[]>`select to_regclass(${table}) is not null as found`)[0]!.found;
+
+describe('day partitions', () => {
+  it('are created ahead by the broker, and each event lands in its day’s', async () => {
+    t.clock.set('2033-01-10T08:00:00.000Z');
+    expect(await ensureEventPartitions(t.database.sql, t.clock.now())).toBe(4);
+    expect(await ensureEventPartitions(t.database.sql, t.clock.now())).toBe(0);
+    for (const day of ['20330110', '20330111', '20330112', '20330113']) expect(await exists(`events_p${day}`)).toBe(true);
+
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    const first = await send(trigger);
+    t.clock.set('2033-01-11T00:00:00.000Z');
+    const second = await send(trigger);
+    expect(await partitionOf(owner.installationId, first.id)).toBe('events_p20330110');
+    expect(await partitionOf(owner.installationId, second.id)).toBe('events_p20330111');
+  });
+
+  it('take over the events that waited in the default partition for their day', async () => {
+    t.clock.set('2033-02-01T12:00:00.000Z');
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    const early = await send(trigger);
+    expect(await partitionOf(owner.installationId, early.id)).toBe('events_default');
+    await ensureEventPartitions(t.database.sql, t.clock.now());
+    expect(await partitionOf(owner.installationId, early.id)).toBe('events_p20330201');
+    expect((await batch(owner.auth)).events.map((e) => e.id)).toEqual([early.id]);
+  });
+
+  it('are dropped whole once past the horizon, no row deleted one by one, and a poll says `gap`', async () => {
+    t.clock.set('2033-03-01T09:00:00.000Z');
+    await ensureEventPartitions(t.database.sql, t.clock.now());
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    const old = [await send(trigger), await send(trigger)];
+    const firstPoll = await batch(owner.auth, 'limit=1');
+    expect(firstPoll.events.map((e) => e.id)).toEqual([old[0]!.id]);
+    t.clock.set('2033-03-02T09:00:00.000Z');
+    const kept = await send(trigger);
+
+    t.clock.set('2033-03-09T00:00:01.000Z');
+    const horizon = new Date(t.clock.now().getTime() - 7 * DAY);
+    expect(await removeExpiredEvents(t.database.sql, { horizon })).toEqual({ ran: true, removed: 0 });
+    const dropped = await dropExpiredDays(t.database.sql, horizon);
+    expect(dropped.ran).toBe(true);
+    expect(dropped.days).toContain('2033-03-01');
+    expect(dropped.days).not.toContain('2033-03-02');
+    expect(await exists('events_p20330301')).toBe(false);
+    expect(await exists('events_p20330302')).toBe(true);
+
+    // From the first cursor and from the last acknowledged position alike.
+    expect(await batch(owner.auth, `cursor=${firstPoll.cursor}`)).toMatchObject({ events: [{ id: kept.id }], gap: true });
+    const after = await batch(owner.auth);
+    expect(after).toMatchObject({ events: [{ id: kept.id }], gap: true });
+    const next = await batch(owner.auth, `cursor=${after.cursor}`);
+    expect(next.gap).toBeUndefined();
+  });
+
+  it('serve nothing received before the horizon even while the day holding it is kept', async () => {
+    t.clock.set('2033-04-01T01:00:00.000Z');
+    await ensureEventPartitions(t.database.sql, t.clock.now());
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    const early = await send(trigger);
+    t.clock.set('2033-04-01T23:00:00.000Z');
+    const late = await send(trigger);
+    expect((await batch(owner.auth)).events.map((e) => e.id)).toEqual([early.id, late.id]);
+
+    t.clock.set('2033-04-08T12:00:00.000Z');
+    const horizon = new Date(t.clock.now().getTime() - 7 * DAY);
+    await removeExpiredEvents(t.database.sql, { horizon });
+    expect((await dropExpiredDays(t.database.sql, horizon)).days).not.toContain('2033-04-01');
+    expect(await exists('events_p20330401')).toBe(true);
+    expect(await batch(owner.auth)).toMatchObject({ events: [{ id: late.id }], gap: true });
+  });
+
+  it('leave no table behind that retention writes per installation', async () => {
+    expect(await exists('event_expiry')).toBe(false);
+    const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from event_retention`;
+    expect(row!.n).toBe(1);
+  });
+});
