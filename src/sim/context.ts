@@ -1,6 +1,11 @@
 import type { Faults, RequestLog } from './faults.js';
-import type { TriggerOwner } from './pages.js';
 import type { SimStore } from './store.js';
+
+/** Who a trigger belongs to on the broker's side (sandbox mode): unknown to Composio itself. */
+export interface TriggerOwner {
+  readonly installationId: string;
+  readonly automationId: string;
+}
 
 /** How the next SSE answers of the MCP endpoint are paced (to test streaming proxies). */
 export interface McpStreaming {

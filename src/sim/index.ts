@@ -4,9 +4,9 @@
  * Used by sandbox mode and by tests.
  */
 
+export type { TriggerOwner } from './context.js';
 export type { SimAccountView, SimStateDump, SimulatorControls } from './controls.js';
 export type { FaultSpec, RecordedRequest } from './faults.js';
-export type { TriggerOwner } from './pages.js';
 export { type Sandbox, startSandbox } from './sandbox.js';
 export { type Simulator, type SimulatorOptions, startSimulator } from './server.js';
 export type { DeliveryResult } from './webhooks.js';

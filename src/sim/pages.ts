@@ -1,4 +1,4 @@
-import type { SimContext } from './context.js';
+import type { SimContext, TriggerOwner } from './context.js';
 import type { SimulatorControls } from './controls.js';
 import { type Html, html, page } from './html.js';
 
@@ -36,12 +36,6 @@ export function consentPage(p: {
     `Connect ${p.toolkitName}`,
     html`<div class="card"><p class="banner">Composio simulator — no real ${p.toolkitName} account is involved.</p><h1>Connect ${p.toolkitName}</h1>${content}</div>`,
   );
-}
-
-/** Who a trigger belongs to on the broker's side (sandbox mode): unknown to Composio itself. */
-export interface TriggerOwner {
-  readonly installationId: string;
-  readonly automationId: string;
 }
 
 export interface IndexMessages {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type postgres from 'postgres';
 import { createComposioGateway } from '../composio/index.js';
-import type { TriggerOwner } from './pages.js';
+import type { TriggerOwner } from './context.js';
 import { createSimPersistence } from './persistence.js';
 import { type Simulator, startSimulator } from './server.js';
 
