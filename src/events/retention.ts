@@ -3,6 +3,7 @@ import type postgres from 'postgres';
 import type { Clock } from '../clock.js';
 import type { Sql } from '../db/database.js';
 import { forgetUsageBefore } from '../plans/usage.js';
+import { type RepeatingJob, startRepeatingJob } from '../repeating-job.js';
 
 /** Any fixed number: the lock that lets one broker process at a time remove expired events. */
 const RETENTION_LOCK = 7_262_011_002;
@@ -161,9 +162,7 @@ function dayOf(name: string, upper: Date): string {
   return match ? `${match[1]}-${match[2]}-${match[3]}` : `before-${new Date(upper).toISOString().slice(0, 10)}`;
 }
 
-export interface RetentionJob {
-  stop(): Promise<void>;
-}
+export type RetentionJob = RepeatingJob;
 
 /**
  * The events table's upkeep, every `intervalMs` (a minute by default): day partitions created
@@ -181,10 +180,6 @@ export function startRetentionJob(options: {
 }): RetentionJob {
   const log = options.logger.child({ component: 'event-retention' });
   const intervalMs = options.intervalMs ?? 60_000;
-  let stopped = false;
-  let running: Promise<void> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-
   const tick = async () => {
     const startedAt = Date.now();
     const now = options.clock.now();
@@ -204,24 +199,5 @@ export function startRetentionJob(options: {
       log.warn({ err }, 'removing expired events failed; retrying at the next run');
     }
   };
-  const schedule = (delayMs: number) => {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = tick().finally(() => {
-        running = undefined;
-        schedule(intervalMs);
-      });
-    }, delayMs);
-    timer.unref();
-  };
-  // Soon after start too, so a broker that restarts often still gets to run it.
-  schedule(Math.min(intervalMs, FIRST_RUN_DELAY_MS));
-
-  return {
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
+  return startRepeatingJob(tick, { intervalMs, firstDelayMs: FIRST_RUN_DELAY_MS });
 }

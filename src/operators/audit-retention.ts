@@ -1,14 +1,13 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Sql } from '../db/database.js';
+import { type RepeatingJob, startRepeatingJob } from '../repeating-job.js';
 import { removeExpiredAudit } from './audit.js';
 
 const DAY_MS = 86_400_000;
 const FIRST_RUN_DELAY_MS = 30_000;
 
-export interface AuditRetentionJob {
-  stop(): Promise<void>;
-}
+export type AuditRetentionJob = RepeatingJob;
 
 /**
  * Removes audit entries older than `retentionDays` (`AUDIT_RETENTION_DAYS`), hourly and soon
@@ -25,10 +24,6 @@ export function startAuditRetentionJob(options: {
 }): AuditRetentionJob {
   const log = options.logger.child({ component: 'audit-retention' });
   const intervalMs = options.intervalMs ?? 3_600_000;
-  let stopped = false;
-  let running: Promise<void> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-
   const tick = async () => {
     try {
       const horizon = new Date(options.clock.now().getTime() - options.retentionDays * DAY_MS);
@@ -38,22 +33,5 @@ export function startAuditRetentionJob(options: {
       log.warn({ err }, 'removing expired audit entries failed; retrying at the next run');
     }
   };
-  const schedule = (delayMs: number) => {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = tick().finally(() => {
-        running = undefined;
-        schedule(intervalMs);
-      });
-    }, delayMs);
-    timer.unref();
-  };
-  schedule(Math.min(intervalMs, FIRST_RUN_DELAY_MS));
-  return {
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
+  return startRepeatingJob(tick, { intervalMs, firstDelayMs: FIRST_RUN_DELAY_MS });
 }
