@@ -74,12 +74,39 @@ function encodeCursor(key: string, id: string): string {
   return Buffer.from(JSON.stringify([key, id]), 'utf8').toString('base64url');
 }
 
-function decodeCursor(cursor: string | undefined): { key: string; id: string } | null {
+/** How Postgres writes a `timestamptz` as text (DateStyle ISO): `2026-12-01 11:28:43.952648+00`. */
+const POSTGRES_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?[+-]\d{2}(:\d{2}){0,2}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A real calendar time in Postgres's text form, so the cast in the query cannot fail. */
+function isPostgresTimestamp(key: string): boolean {
+  const match = POSTGRES_TIMESTAMP.exec(key);
+  if (!match) return false;
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return (
+    year >= 1 &&
+    date.getUTCFullYear() === year &&
+    date.getUTCMonth() === month - 1 &&
+    date.getUTCDate() === day &&
+    hour < 24 &&
+    minute < 60 &&
+    second < 60
+  );
+}
+
+/**
+ * A cursor this list gave out, or `400 invalid_cursor`: anything else (a forged or damaged one)
+ * is refused here rather than reaching Postgres, whose casts would fail with a 500.
+ */
+function decodeCursor(cursor: string | undefined, idKind: 'uuid' | 'text'): { key: string; id: string } | null {
   if (cursor === undefined) return null;
   try {
     const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
     if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') {
-      if (!Number.isNaN(Date.parse(value[0])) && value[1].length <= 256) return { key: value[0], id: value[1] };
+      const [key, id] = value as [string, string];
+      const idFits = idKind === 'uuid' ? UUID.test(id) : id.length > 0 && id.length <= 256;
+      if (isPostgresTimestamp(key) && idFits) return { key, id };
     }
   } catch {
     // answered below
@@ -133,7 +160,7 @@ export async function listInstallations(
   filters: InstallationFilters,
   page: { limit: number; cursor?: string | undefined },
 ): Promise<Page<InstallationSummary>> {
-  const after = decodeCursor(page.cursor);
+  const after = decodeCursor(page.cursor, 'uuid');
   const at = now.toISOString();
   const rows = await sql<SummaryRow[]>`
     select i.id, i.created_at, i.created_at::text as created_key, i.last_seen_at, i.disabled_at,
@@ -234,7 +261,7 @@ export async function listGrants(
   filters: GrantFilters,
   page: { limit: number; cursor?: string | undefined },
 ): Promise<Page<GrantEntry>> {
-  const after = decodeCursor(page.cursor);
+  const after = decodeCursor(page.cursor, 'text');
   const at = now.toISOString();
   const rows = await sql<GrantRow[]>`
     select g.jti, g.subject, g.plan, g.holder_installation_id, g.issued_at, g.issued_at::text as issued_key,

@@ -5,6 +5,7 @@ import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
+import { isStorableText } from '../http/json-limits.js';
 import { json, operatorToken, refusal, refusals, timestamp, uuid } from '../http/responses.js';
 import { type RegistrationMode, registrationMode, setRegistrationMode } from '../installations/registration.js';
 import type { OperatorPublicKeys } from '../operator-keys/keys.js';
@@ -43,8 +44,14 @@ const limited = {
   },
 };
 
+/** Text compared with what Postgres stores: NUL or an unpaired surrogate is a 400, not a failed query. */
+const searchText = (max: number) =>
+  z.string().min(1).max(max).refine(isStorableText, 'must not contain NUL characters or unpaired UTF-16 surrogates');
+
 const InstallationParams = z.object({ id: z.uuid() });
-const GrantParams = z.object({ jti: z.string().trim().min(1).max(256) });
+const GrantParams = z.object({
+  jti: z.string().trim().min(1).max(256).refine(isStorableText, 'must not contain NUL characters or unpaired UTF-16 surrogates'),
+});
 const RegistrationModeBody = z.strictObject({ mode: z.enum(['open', 'closed']) }).meta({ id: 'RegistrationMode' });
 
 const count = () => z.number().int();
@@ -96,20 +103,20 @@ const InstallationsQuery = z.strictObject({
   plan: z.enum(['standard', 'paid']).optional(),
   lastSeenBefore: instant(),
   lastSeenAfter: instant(),
-  grantSubject: z.string().min(1).max(256).optional().describe('Installations holding a grant issued to this `sub`.'),
+  grantSubject: searchText(256).optional().describe('Installations holding a grant issued to this `sub`.'),
   ...pageQuery,
 });
 const GrantsQuery = z.strictObject({
-  subject: z.string().min(1).max(256).optional(),
+  subject: searchText(256).optional(),
   installationId: z.uuid().optional(),
   revoked: flag(),
   expired: flag(),
   ...pageQuery,
 });
 const AuditQuery = z.strictObject({
-  operator: z.string().min(1).max(256).optional(),
-  action: z.string().min(1).max(64).optional(),
-  target: z.string().min(1).max(256).optional(),
+  operator: searchText(256).optional(),
+  action: searchText(64).optional(),
+  target: searchText(256).optional(),
   since: instant(),
   until: instant(),
   limit: pageQuery.limit,

@@ -26,6 +26,8 @@ const asOperator = async (overrides: Record<string, unknown> = {}) => {
 const admin = async (method: 'GET' | 'PUT' | 'POST', url: string, payload?: Record<string, unknown>) =>
   t.app.inject({ method, url, headers: (await asOperator()).headers, payload });
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+/** A cursor in the lookups' format (base64url JSON `[key, id]`), as a client could forge one. */
+const forgedCursor = (key: string, id: string) => Buffer.from(JSON.stringify([key, id])).toString('base64url');
 
 interface AuditRow {
   operator: string;
@@ -172,6 +174,16 @@ describe('finding installations and grants', () => {
     ['/v1/admin/grants?cursor=WyJ4IiwieSJd', /cursor/],
     ['/v1/admin/grants?installationId=nope', /^query\.installationId: /],
     ['/v1/admin/audit?cursor=-1', /^query\.cursor: /],
+    // Well-formed cursors holding what Postgres would refuse to cast: 400, never a 500.
+    [`/v1/admin/installations?cursor=${forgedCursor('2026-12-01 11:28:43+00', 'x')}`, /cursor/],
+    [`/v1/admin/installations?cursor=${forgedCursor('2026-02-30 10:00:00+00', randomUUID())}`, /cursor/],
+    [`/v1/admin/grants?cursor=${forgedCursor('2026-02-30 10:00:00+00', 'jti-1')}`, /cursor/],
+    // Text filters holding what Postgres cannot compare (NUL): 400, never a 500.
+    ['/v1/admin/installations?grantSubject=a%00b', /^query\.grantSubject: /],
+    ['/v1/admin/grants?subject=%00', /^query\.subject: /],
+    ['/v1/admin/audit?operator=%00', /^query\.operator: /],
+    ['/v1/admin/audit?action=grant.revoke%00', /^query\.action: /],
+    ['/v1/admin/audit?target=%00', /^query\.target: /],
     ['/v1/admin/installations?colour=blue', /unknown field colour/],
   ])('refuses %s with 400', async (url, message) => {
     const response = await admin('GET', url);
@@ -181,6 +193,14 @@ describe('finding installations and grants', () => {
 });
 
 describe('the audit trail', () => {
+  it('refuses a revocation whose jti Postgres cannot store with 400, and records nothing', async () => {
+    const response = await admin('POST', '/v1/admin/grants/a%00b/revoke');
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toEqual({ error: expect.stringMatching(/^params\.jti: /), code: 'invalid_request' });
+    const rows = await t.database.sql`select 1 from operator_audit where action = 'grant.revoke' and target like 'a%b'`;
+    expect(rows).toHaveLength(0);
+  });
+
   it("records each operator action with the admin token's sub and jti, time, target and outcome", async () => {
     const { installationId } = await register(t.app);
     const { headers, jti } = await asOperator({ sub: 'bea' });
