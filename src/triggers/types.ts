@@ -103,9 +103,21 @@ export function toTriggerTypeView(type: TriggerType): TriggerTypeView {
     description: type.description,
     polled,
     minimumIntervalMinutes: polled ? MIN_POLL_INTERVAL_MINUTES : null,
-    configSchema: type.configSchema,
+    configSchema: type.toolkit.toLowerCase() === 'gmail' ? withoutProperty(type.configSchema, 'query') : type.configSchema,
     samplePayload: samplePayload(type.payloadSchema),
   };
+}
+
+/**
+ * A config schema without one property (Gmail's `query`, which the broker writes from the filter and
+ * refuses in `config`): what the editor offers is what a create accepts.
+ */
+function withoutProperty(schema: Record<string, unknown>, name: string): Record<string, unknown> {
+  const properties = schema.properties;
+  if (typeof properties !== 'object' || properties === null || !Object.hasOwn(properties, name)) return schema;
+  const { [name]: _dropped, ...kept } = properties as Record<string, unknown>;
+  const required = Array.isArray(schema.required) ? schema.required.filter((field) => field !== name) : schema.required;
+  return { ...schema, properties: kept, ...(required === undefined ? {} : { required }) };
 }
 
 /**
