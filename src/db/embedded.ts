@@ -93,6 +93,7 @@ async function startLocked(
     onLog: (message: string) => log.debug({ message: message.trim() }, 'postgres'),
     onError: (error: unknown) => log.warn({ err: error }, 'postgres'),
   });
+  runInOwnProcessGroup(server);
 
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
     log.info({ databaseDir }, 'initialising embedded Postgres');
@@ -181,6 +182,19 @@ async function loadEmbeddedPostgres() {
   const { default: exitHook } = await import('async-exit-hook');
   for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event);
   return EmbeddedPostgres;
+}
+
+/**
+ * Ctrl-C in a terminal (or a supervisor signalling the process group) signals every process of
+ * the foreground group: Postgres too, which would then shut down at once under a broker that is
+ * still finishing its requests. Postgres is started in a process group of its own so that only
+ * the broker stops it, last. The library spreads what `getUidAndGid` answers into the options of
+ * its `spawn` (initdb's and the server's) and reads only `uid` and `gid` from it otherwise.
+ */
+function runInOwnProcessGroup(server: object): void {
+  const library = server as { getUidAndGid(name?: string): Promise<Record<string, unknown>> };
+  const getUidAndGid = library.getUidAndGid.bind(server);
+  library.getUidAndGid = async (name?: string) => ({ ...(await getUidAndGid(name)), detached: true });
 }
 
 /** A server whose broker died with `kill -9` keeps running and holds the data folder's lock. */

@@ -87,7 +87,7 @@ ${
 }
 
 <h2>Project key</h2>
-<p>The key this simulator accepts, as Composio's dashboard shows a project's. With it the operator CLI's <code>webhook</code> commands (<code>subscribe</code>, <code>rotate-secret</code>) can be rehearsed against the sandbox. <code>COMPOSIO_WEBHOOK_SECRET</code> only has to be set for them; a running broker keeps verifying with the secret it started with until it restarts.</p>
+<p>The key this simulator accepts, as Composio's dashboard shows a project's. With it the operator CLI's <code>webhook</code> commands (<code>subscribe</code>, <code>rotate-secret</code>) can be rehearsed against the sandbox. <code>COMPOSIO_WEBHOOK_SECRET</code> only has to be set for them. <code>rotate-secret</code> also needs the broker's database (<code>DATABASE_URL</code>; with the embedded Postgres, <code>postgres://postgres:postgres@127.0.0.1:&lt;port&gt;/omb_broker</code>, its port in the broker's log line "embedded Postgres started"): running brokers take up the new secret at once, with no restart.</p>
 <pre id="cli">COMPOSIO_API_KEY=${ctx.store.apiKey} COMPOSIO_BASE_URL=${ctx.store.origin} \\
 PUBLIC_URL=${brokerUrl ?? '<broker URL>'} COMPOSIO_WEBHOOK_SECRET=rehearsal \\
   npm run cli -- webhook subscribe</pre>

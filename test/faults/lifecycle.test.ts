@@ -199,6 +199,45 @@ describe('npm start', () => {
   }
 });
 
+describe('Ctrl-C in a terminal', () => {
+  it('SIGINT to the whole process group of npm start leaves the embedded Postgres to the broker', async () => {
+    const dataDir = await newDataDir();
+    // A terminal's foreground job: npm, the broker and whatever they spawn share one process group.
+    const child = spawn('npm', ['start'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env(dataDir) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    cleanups.push(async () => child.kill('SIGKILL'));
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await until(() => /"msg":"broker listening"/.test(output), 40_000, 'the broker listening');
+    const pid = Number(/"pid":(\d+)[^\n]*"msg":"broker listening"/.exec(output)![1]);
+    cleanups.push(async () => process.kill(pid, 'SIGKILL'));
+    const postgres = postmasterPid(dataDir)!;
+    const url = /"url":"(http:\/\/[^"]+)","database"/.exec(output)![1]!;
+    const who = await registerOver(url);
+    // A request still under way when Ctrl-C comes: Composio answers it 1.5 s later.
+    const since = sim.controls.requests().length;
+    sim.controls.injectFault({ delayMs: 1500, path: '/api/v3.1/connected_accounts', method: 'GET', times: 1 });
+    const slow = fetch(`${url}/v1/connectors/connected`, { headers: who.auth }).then((r) => r.status);
+    await until(() => sim.controls.requests().length > since, 10_000, 'the slow Composio call under way');
+
+    process.kill(-child.pid!, 'SIGINT');
+    expect(await slow).toBe(200);
+    expect(await exited, output).toBe(0);
+    await until(() => !running(pid), 10_000, 'the broker gone');
+    expect(alive(postgres), 'its Postgres is gone').toBe(false);
+    expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
+    // The database stays up until the broker has finished with it: Ctrl-C must not reach Postgres.
+    expect(output).not.toContain('exited unexpectedly');
+    expect(output).toContain('"msg":"embedded Postgres stopped"');
+  }, 60_000);
+});
+
 describe('npm killed outright', () => {
   it('the broker notices it was orphaned and shuts down gracefully, Postgres included', async () => {
     const dataDir = await newDataDir();
