@@ -1,5 +1,5 @@
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { serializerCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -211,23 +211,61 @@ function composioCallsPerRequest(app: FastifyInstance, timeoutMs: number): void 
   });
 }
 
-/** One log line per request, written when the answer has gone: no headers, no bodies. */
+/** The status logged and counted for a request whose client hung up before its answer was done (nginx's). */
+export const CLIENT_CLOSED_STATUS = 499;
+
+/** How an answer that never finished ended: the client went away, or the broker cut it off (Composio broke off mid-stream). */
+type Unfinished = 'client_closed' | 'cut_off';
+
+/**
+ * One log line per request, written when the answer has gone: no headers, no bodies. An answer
+ * that never finishes gets its line too, when its connection closes (Fastify's `onResponse`
+ * runs only for finished answers, so these would be missing from the logs and from
+ * `omb_http_request_duration_seconds`): a client that hung up (a long poll, an MCP stream, a
+ * body still on its way) is status 499 with `clientClosed: true`; an answer the broker had to
+ * cut off keeps the status it was sent with, with `cutOff: true`.
+ */
 function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics): void {
-  app.addHook('onResponse', async (request, reply) => {
+  const logged = new WeakSet<object>();
+  const write = (request: FastifyRequest, reply: FastifyReply, unfinished: Unfinished | null, ip = request.ip) => {
+    if (logged.has(request)) return;
+    logged.add(request);
     const route = request.routeOptions.url;
+    const status = unfinished === 'client_closed' ? CLIENT_CLOSED_STATUS : reply.statusCode;
     metrics.httpRequestDuration.observe(
-      { method: request.method, route: route ?? 'unknown', status: String(reply.statusCode) },
+      { method: request.method, route: route ?? 'unknown', status: String(status) },
       reply.elapsedTime / 1000,
     );
     const line = {
       method: request.method,
       url: route ?? request.url.split('?')[0],
-      status: reply.statusCode,
+      status,
       ms: Math.round(reply.elapsedTime * 10) / 10,
       installationId: request.installation?.id,
-      ip: request.ip,
+      ip,
+      ...(unfinished === 'client_closed' ? { clientClosed: true } : {}),
+      ...(unfinished === 'cut_off' ? { cutOff: true } : {}),
     };
-    if (reply.statusCode >= 500) request.log.error(line, 'request');
+    if (unfinished === 'cut_off' || (status >= 500 && unfinished === null)) request.log.error(line, 'request');
     else request.log.info(line, 'request');
+  };
+  app.addHook('onRequest', (request, reply, done) => {
+    // The peer's end of the connection (FIN or reset) seen while this request is open.
+    const socket = request.raw.socket;
+    // Read now: once the connection is gone the socket no longer knows the peer's address.
+    const ip = request.ip;
+    let peerGone = false;
+    const onPeerGone = () => {
+      peerGone = true;
+    };
+    socket.once('end', onPeerGone);
+    socket.once('error', onPeerGone);
+    reply.raw.once('close', () => {
+      socket.off('end', onPeerGone);
+      socket.off('error', onPeerGone);
+      if (!reply.raw.writableFinished) write(request, reply, peerGone ? 'client_closed' : 'cut_off', ip);
+    });
+    done();
   });
+  app.addHook('onResponse', async (request, reply) => write(request, reply, null));
 }

@@ -148,6 +148,59 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     });
   }
 
+  it('logs a request whose client hung up mid-answer: status 499, clientClosed', async () => {
+    const sessionId = await mcpSessionId(a);
+    w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 300, times: 1 });
+    const mcp = await open();
+    mcp.write(mcpRequest(sessionId, 'text/event-stream', 5));
+    await received(mcp);
+    const poll = await open();
+    poll.write(head('GET', '/v1/events?wait=20', a.auth));
+    await delay(500);
+    mcp.destroy();
+    poll.destroy();
+    await delay(300);
+    const lines = w.t.logs.lines
+      .slice(logsBefore)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'request' && l.clientClosed === true);
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ method: 'POST', url: '/v1/mcp', status: 499, installationId: a.installationId, ip: '127.0.0.1' }),
+        expect.objectContaining({ method: 'GET', url: '/v1/events', status: 499, installationId: a.installationId, ip: '127.0.0.1' }),
+      ]),
+    );
+    // One line per request: the line written at the hang-up is the only one.
+    await delay(1_500);
+    const mcpLines = w.t.logs.lines.slice(logsBefore).filter((l) => l.includes('"url":"/v1/mcp"') && l.includes('"msg":"request"'));
+    expect(mcpLines.filter((l) => l.includes('"status":499'))).toHaveLength(1);
+    await stillServing();
+  });
+
+  it('logs an answer Composio broke off mid-stream as cut off, not as the client closing', async () => {
+    const sessionId = await mcpSessionId(a);
+    w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 100, times: 1, breakAfter: 2 });
+    const response = await fetch(`${origin}/v1/mcp`, {
+      method: 'POST',
+      headers: { ...a.auth, 'content-type': 'application/json', accept: 'text/event-stream', 'mcp-session-id': sessionId },
+      body: rpc(6, 'tools/list'),
+    });
+    await expect(response.text()).rejects.toThrow();
+    await delay(200);
+    const lines = w.t.logs.lines
+      .slice(logsBefore)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'request' && l.url === '/v1/mcp' && l.status !== 200);
+    expect(lines).toEqual([]);
+    const cut = w.t.logs.lines
+      .slice(logsBefore)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'request' && l.cutOff === true);
+    expect(cut).toEqual([expect.objectContaining({ method: 'POST', url: '/v1/mcp', status: 200 })]);
+    expect(cut[0]).not.toHaveProperty('clientClosed');
+    await stillServing();
+  });
+
   it('serves others while a client stops reading a long answer, then lets it go', async () => {
     const sessionId = await mcpSessionId(a);
     // 3 s of answer: the client stops reading at once and goes while it still streams.
