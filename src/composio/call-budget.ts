@@ -27,16 +27,31 @@ export class BudgetExhausted extends Error {
 
 /** What the call core needs of a budget: this process's own (`CallBudget`) or the shared one. */
 export interface Budget {
-  /** Waits for `cost` calls' worth of budget, or throws `BudgetExhausted` when that would take longer than `maxWaitMs`. */
-  acquire(cost: number, maxWaitMs?: number): Promise<void>;
+  /**
+   * Waits for `cost` calls' worth of budget, or throws `BudgetExhausted` when that would take
+   * longer than `maxWaitMs`. With `keepReserve` the caller waits until `reserveTokens` are left
+   * beside its own, so callers using less than their share find a token at once (the fair
+   * queue's backlog takes the budget with `keepReserve`).
+   */
+  acquire(cost: number, maxWaitMs?: number, keepReserve?: boolean): Promise<void>;
   /** Composio answered 429: nobody calls before `retryAfterMs` has passed. */
   pause(retryAfterMs: number): void | Promise<void>;
+}
+
+/**
+ * Tokens a backlog leaves in the bucket for callers under their share: a tenth of a second of
+ * budget (at least one, at most a quarter of the burst).
+ */
+export function reserveTokens(callsPerMinute: number): number {
+  const capacity = Math.max(1, Math.ceil(callsPerMinute / 6));
+  return Math.max(1, Math.min(Math.floor(capacity / 4), Math.ceil(callsPerMinute / 600)));
 }
 
 /** The in-memory budget: exact for one process only (tests, the operator CLI). */
 export class CallBudget implements Budget {
   private readonly capacity: number;
   private readonly tokensPerMs: number;
+  private readonly reserve: number;
   private readonly maxWaitMs: number;
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
@@ -51,6 +66,7 @@ export class CallBudget implements Budget {
     // cannot spend a whole minute's organisation-wide allowance in one go.
     this.capacity = Math.max(1, Math.ceil(options.callsPerMinute / 6));
     this.tokensPerMs = options.callsPerMinute / 60_000;
+    this.reserve = reserveTokens(options.callsPerMinute);
     this.maxWaitMs = options.maxWaitMs;
     this.now = options.now ?? (() => performance.now());
     this.sleep = options.sleep ?? ((ms) => delay(ms));
@@ -59,11 +75,12 @@ export class CallBudget implements Budget {
   }
 
   /** Waits for `cost` calls' worth of budget, or throws `BudgetExhausted` without waiting. */
-  async acquire(cost = 1, maxWaitMs = this.maxWaitMs): Promise<void> {
+  async acquire(cost = 1, maxWaitMs = this.maxWaitMs, keepReserve = false): Promise<void> {
     const start = this.now();
     this.refill(start);
     this.tokens -= cost;
-    const readyAt = Math.max(start, this.refilledAt, this.pausedUntil) + Math.max(0, -this.tokens) / this.tokensPerMs;
+    const floor = keepReserve ? this.reserve : 0;
+    const readyAt = Math.max(start, this.refilledAt, this.pausedUntil) + Math.max(0, floor - this.tokens) / this.tokensPerMs;
     const wait = readyAt - start;
     if (wait > maxWaitMs) {
       this.tokens += cost;

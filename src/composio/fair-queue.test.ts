@@ -2,15 +2,30 @@ import { describe, expect, it } from 'vitest';
 import { type Budget, BudgetExhausted } from './call-budget.js';
 import { FairQueue } from './fair-queue.js';
 
-/** A budget that grants one token each time the test says so. */
+/**
+ * A budget that grants one token each time the test says so. A call that will not wait
+ * (`maxWaitMs` 0) gets one of the tokens the test left in the bucket, or is refused.
+ */
 function handBudget() {
   const waiting: Array<() => void> = [];
+  const taken: Array<{ keepReserve: boolean }> = [];
+  const state = { inBucket: 0 };
   const budget: Budget = {
-    acquire: () => new Promise<void>((resolve) => waiting.push(resolve)),
+    acquire: (_cost, maxWaitMs, keepReserve = false) => {
+      taken.push({ keepReserve });
+      if (maxWaitMs === 0) {
+        if (state.inBucket === 0) return Promise.reject(new BudgetExhausted(10));
+        state.inBucket -= 1;
+        return Promise.resolve();
+      }
+      return new Promise<void>((resolve) => waiting.push(resolve));
+    },
     pause: () => {},
   };
   return {
     budget,
+    taken,
+    state,
     async grant(n = 1) {
       for (let i = 0; i < n; i++) {
         await until(() => waiting.length > 0);
@@ -41,6 +56,26 @@ describe('FairQueue', () => {
     // The victim's call arrived behind three of the flooder's queued calls; it waited only for
     // the one already taking its token, then went first.
     expect(served).toEqual(['flooder1', 'flooder2', 'flooder3', 'victim1', 'flooder4', 'flooder5']);
+  });
+
+  it('lets a caller under its share take a token left in reserve at once, while the backlog waits for the refill', async () => {
+    const { budget, grant, taken, state } = handBudget();
+    const queue = new FairQueue(budget);
+    const served: string[] = [];
+    const far = performance.now() + 60_000;
+    const take = (flow: string, n: number) => queue.take(flow, 1, far).then(() => served.push(`${flow}${n}`));
+
+    const flood = [1, 2, 3, 4].map((n) => take('flooder', n));
+    await grant(1);
+    // The backlog waits for its tokens leaving the reserve alone; the reserve holds one now.
+    state.inBucket = 1;
+    await take('victim', 1);
+    expect(served).toEqual(['flooder1', 'victim1']);
+    // The backlog asked for its tokens keeping the reserve; the victim took its token from it.
+    expect(taken.filter((t) => t.keepReserve).length).toBeGreaterThan(0);
+    await grant(3);
+    await Promise.all(flood);
+    expect(served).toEqual(['flooder1', 'victim1', 'flooder2', 'flooder3', 'flooder4']);
   });
 
   it("keeps each caller's own calls in order", async () => {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Sql } from '../db/database.js';
-import { type Budget, BudgetExhausted } from './call-budget.js';
+import { type Budget, BudgetExhausted, reserveTokens } from './call-budget.js';
 
 /**
  * The Composio call budget shared by every broker process using one project key: the same
@@ -30,10 +30,11 @@ export function sharedCallBudget(options: SharedBudgetOptions): Budget {
   // As CallBudget: a ten-second share as the burst.
   const capacity = Math.max(1, Math.ceil(options.callsPerMinute / 6));
   const tokensPerMs = options.callsPerMinute / 60_000;
+  const reserveFloor = reserveTokens(options.callsPerMinute);
   const sleep = options.sleep ?? ((ms: number) => delay(ms));
 
   /** Takes `cost` tokens (the balance may go negative: the queue ahead) and says how long to wait for them. */
-  async function reserve(cost: number): Promise<{ waitMs: number }> {
+  async function reserve(cost: number, floor: number): Promise<{ waitMs: number }> {
     const [row] = await sql<{ wait_ms: number }[]>`
       insert into composio_budgets as b (project, tokens, refilled_at, paused_until)
       values (${project}, ${capacity - cost}, now(), now())
@@ -43,7 +44,7 @@ export function sharedCallBudget(options: SharedBudgetOptions): Budget {
                  - ${cost}::float8,
         refilled_at = greatest(b.refilled_at, now())
       returning greatest(0, extract(epoch from (greatest(refilled_at, paused_until) - now())) * 1000)
-              + greatest(0, -tokens) / ${tokensPerMs}::float8 as wait_ms`;
+              + greatest(0, ${floor}::float8 - tokens) / ${tokensPerMs}::float8 as wait_ms`;
     return { waitMs: Number(row!.wait_ms) };
   }
 
@@ -55,9 +56,9 @@ export function sharedCallBudget(options: SharedBudgetOptions): Budget {
   }
 
   return {
-    async acquire(cost = 1, maxWaitMs = options.maxWaitMs) {
+    async acquire(cost = 1, maxWaitMs = options.maxWaitMs, keepReserve = false) {
       const started = performance.now();
-      const { waitMs } = await reserve(cost);
+      const { waitMs } = await reserve(cost, keepReserve ? reserveFloor : 0);
       if (waitMs > maxWaitMs) {
         await sql`update composio_budgets set tokens = tokens + ${cost}::float8 where project = ${project}`;
         throw new BudgetExhausted(waitMs);
