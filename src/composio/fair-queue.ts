@@ -26,6 +26,11 @@ interface Entry {
 
 /** How fast past use is forgotten: after 5 s a call weighs 1/e of what it did. */
 const USAGE_TIME_CONSTANT_MS = 5_000;
+/**
+ * A flow is light while it has used less than two thirds of what the least-using other waiting
+ * flow has: clearly under its share, not one flooder among equals.
+ */
+const LIGHT_RATIO = 1.5;
 /** Flows remembered when idle, so a flooder that pauses for a moment does not jump the queue. */
 const MAX_REMEMBERED_FLOWS = 50_000;
 
@@ -59,7 +64,7 @@ export class FairQueue {
   take(flow: string, cost: number, deadlineAt: number, signal?: AbortSignal): Promise<void> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const now = this.now();
-    if (!this.flows.has(flow) && deadlineAt > now && this.usedLately(flow, now) < this.leastWaitingUsage(now)) {
+    if (!this.flows.has(flow) && deadlineAt > now && this.isLight(flow, now)) {
       return this.budget.acquire(cost, 0).then(
         () => this.served(flow, cost),
         (error: unknown) => {
@@ -71,11 +76,19 @@ export class FairQueue {
     return this.enqueue(flow, cost, deadlineAt, signal);
   }
 
-  /** The least any waiting flow has used lately (Infinity when none waits). */
-  private leastWaitingUsage(now: number): number {
-    let least = Number.POSITIVE_INFINITY;
-    for (const flow of this.flows.keys()) least = Math.min(least, this.usedLately(flow, now));
-    return least;
+  /**
+   * Under its share: it has used clearly less lately than every other waiting flow (or none
+   * waits). A light flow takes from the reserve the backlog leaves.
+   */
+  private othersWaiting(flow: string): boolean {
+    for (const other of this.flows.keys()) if (other !== flow) return true;
+    return false;
+  }
+
+  private isLight(flow: string, now: number): boolean {
+    const used = this.usedLately(flow, now) * LIGHT_RATIO;
+    for (const other of this.flows.keys()) if (other !== flow && this.usedLately(other, now) <= used) return false;
+    return true;
   }
 
   private enqueue(flow: string, cost: number, deadlineAt: number, signal?: AbortSignal): Promise<void> {
@@ -141,7 +154,10 @@ export class FairQueue {
         const remaining = entry.deadlineAt - this.now();
         try {
           if (remaining <= 0) throw new BudgetExhausted(0);
-          await this.budget.acquire(entry.cost, remaining, true);
+          // The backlog leaves the reserve; a light flow that found it empty and queued behind
+          // heavier ones need not.
+          const light = this.othersWaiting(flow) && this.isLight(flow, this.now());
+          await this.budget.acquire(entry.cost, remaining, !light);
           this.served(flow, entry.cost);
           entry.resolve();
         } catch (error) {
