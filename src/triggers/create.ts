@@ -67,12 +67,7 @@ export async function createTrigger(
   if (existing) return repeatOf(deps, owner, existing, input, day);
   // Before Composio is asked anything. Two creates racing may both pass: the cap is a bound on
   // what one client can pile up, not an exact count.
-  if ((await countAccountTriggers(db, owner.id, input.connectedAccountId)) >= MAX_TRIGGERS_PER_ACCOUNT) {
-    throw conflict(
-      `connected account ${input.connectedAccountId} already has ${MAX_TRIGGERS_PER_ACCOUNT} triggers, the most one account may have; delete one first`,
-      'too_many_triggers',
-    );
-  }
+  await refuseFullAccount(db, owner.id, input.connectedAccountId);
 
   // Both lookups only read; the account's answer decides first, so a foreign account is a 404
   // whatever the trigger type.
@@ -183,8 +178,25 @@ async function settleWithHolder(
   );
 }
 
-/** The connected account, if it is this installation's and fit for the trigger. */
-async function ownedAccount(composio: ComposioGateway, owner: TriggerOwner, input: CreateTriggerInput): Promise<ConnectedAccount> {
+/** `409 too_many_triggers` when the account already carries the most triggers one may have. */
+export async function refuseFullAccount(db: Db, installationId: string, connectedAccountId: string): Promise<void> {
+  if ((await countAccountTriggers(db, installationId, connectedAccountId)) >= MAX_TRIGGERS_PER_ACCOUNT) {
+    throw conflict(
+      `connected account ${connectedAccountId} already has ${MAX_TRIGGERS_PER_ACCOUNT} triggers, the most one account may have; delete one first`,
+      'too_many_triggers',
+    );
+  }
+}
+
+/**
+ * The connected account, if it is this installation's, of the trigger's app and `ACTIVE` (create,
+ * and a move with `PATCH`).
+ */
+export async function ownedAccount(
+  composio: ComposioGateway,
+  owner: TriggerOwner,
+  input: { readonly connectedAccountId: string; readonly toolkit: string },
+): Promise<ConnectedAccount> {
   const missing = () =>
     notFound(`connected account ${input.connectedAccountId} is not one of this installation's accounts`, 'connected_account_not_found');
   let account: ConnectedAccount;

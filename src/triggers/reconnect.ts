@@ -1,11 +1,11 @@
 import type { ConnectedAccount } from '../composio/index.js';
-import { isComposioNotFound, reconnectMessage } from '../composio/index.js';
-import { badRequest, conflict, notFound } from '../errors.js';
+import { isComposioNotFound } from '../composio/index.js';
+import { conflict } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
-import { MAX_TRIGGERS_PER_ACCOUNT, type TriggerDeps, type TriggerOwner } from './create.js';
+import { ownedAccount, refuseFullAccount, type TriggerDeps, type TriggerOwner } from './create.js';
 import { triggerNotFound } from './errors.js';
 import { getTrigger } from './list.js';
-import { accountLabel, countAccountTriggers, findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
+import { accountLabel, findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
 import type { TriggerRow, TriggerView } from './view.js';
 
 /**
@@ -102,29 +102,8 @@ export async function rebindTrigger(
   const row = await findTrigger(deps.db, owner.id, id);
   if (!row) throw triggerNotFound();
   // The per-account cap holds for a move as for a create, before Composio is asked anything.
-  if (
-    row.connectedAccountId !== connectedAccountId &&
-    (await countAccountTriggers(deps.db, owner.id, connectedAccountId)) >= MAX_TRIGGERS_PER_ACCOUNT
-  ) {
-    throw conflict(
-      `connected account ${connectedAccountId} already has ${MAX_TRIGGERS_PER_ACCOUNT} triggers, the most one account may have; delete one first`,
-      'too_many_triggers',
-    );
-  }
-  const missing = () =>
-    notFound(`connected account ${connectedAccountId} is not one of this installation's accounts`, 'connected_account_not_found');
-  let account: ConnectedAccount;
-  try {
-    account = await deps.composio.getConnectedAccount(connectedAccountId);
-  } catch (error) {
-    if (isComposioNotFound(error)) throw missing();
-    throw error;
-  }
-  if (account.userId !== owner.composioUserId) throw missing();
-  if (account.toolkit.toLowerCase() !== row.toolkit) {
-    throw badRequest(`body.connectedAccountId: the account is a ${account.toolkit} account, not ${row.toolkit}`, 'toolkit_mismatch');
-  }
-  if (account.status !== 'ACTIVE') throw conflict(reconnectMessage(row.toolkit), 'reconnect_required');
+  if (row.connectedAccountId !== connectedAccountId) await refuseFullAccount(deps.db, owner.id, connectedAccountId);
+  const account = await ownedAccount(deps.composio, owner, { connectedAccountId, toolkit: row.toolkit });
   if (row.connectedAccountId === account.id && row.needsReconnectAt === null) return getTrigger(deps.db, owner.id, id, day);
 
   const outcome = await moveTriggerToAccount(deps, owner, row, account);
