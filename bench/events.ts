@@ -1,8 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent } from 'node:http';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { signWebhook } from '../src/composio/webhook-signature.js';
@@ -11,7 +8,7 @@ import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { IngestBatcher } from '../src/events/ingest-batcher.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
-import { type Child, fmt, heading, httpCall, line, loadFigures, percentile, runLoad, startChild } from './lib.js';
+import { benchRun, type Child, fmt, heading, httpCall, line, loadFigures, percentile, runLoad, startChild } from './lib.js';
 
 /**
  * `npm run bench:events`: app events on this machine, each figure beside a baseline measured in
@@ -34,24 +31,9 @@ interface Seeded {
   composioTriggerId: string;
 }
 
-const startedAt = performance.now();
 const log = createLogger('warn');
-const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-bench-'));
-const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
-const cleanUp = async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-};
-
-// Interrupted: stop the brokers and Postgres this run started before leaving.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
-}
-try {
-  await main();
-} finally {
-  await cleanUp();
-}
-process.stdout.write(`\n(${((performance.now() - startedAt) / 1000).toFixed(0)} s in all)\n`);
+const { dataDir, cleanups, run } = await benchRun('omb-bench-');
+await run(main);
 
 async function main(): Promise<void> {
   process.stdout.write('Setting up: embedded Postgres, migrations, installations, two brokers, a baseline server…\n');

@@ -1,8 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent } from 'node:http';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { applyMigrations } from '../src/db/database.js';
@@ -10,7 +7,7 @@ import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { composioUserIdFor } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import { startSimulator } from '../src/sim/index.js';
-import { type Child, fmt, heading, httpCall, line, percentile, startChild } from './lib.js';
+import { benchRun, type Child, fmt, heading, httpCall, line, percentile, startChild } from './lib.js';
 
 /**
  * `npm run bench:fairness`: what one installation can do to another, in one run.
@@ -40,22 +37,9 @@ const ME_SAMPLES = 100;
 const ME_INTERVAL_MS = 100;
 const POLLERS = 2_000;
 
-const startedAt = performance.now();
 const log = createLogger('warn');
-const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-bench-fairness-'));
-const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
-const cleanUp = async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-};
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
-}
-try {
-  await main();
-} finally {
-  await cleanUp();
-}
-process.stdout.write(`\n(${((performance.now() - startedAt) / 1000).toFixed(0)} s in all)\n`);
+const { dataDir, cleanups, run } = await benchRun('omb-bench-fairness-');
+await run(main);
 
 interface Who {
   installationId: string;

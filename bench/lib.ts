@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { type Agent, type IncomingHttpHeaders, request } from 'node:http';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -147,4 +149,35 @@ export function loadFigures(result: LoadResult): string[] {
     `p99 ${fmt.ms(percentile(result.latenciesMs, 99))}`,
     ...(result.failures > 0 ? [`(${result.failures} failed)`] : []),
   ];
+}
+
+/**
+ * A bench's run: a temporary folder (`dataDir`) and the clean-ups it registers (`cleanups`), run
+ * in reverse whether the bench ends, fails or is interrupted (SIGINT/SIGTERM stop the brokers and
+ * Postgres it started before leaving). `run(main)` runs the bench, then the clean-ups, and with
+ * `sayHowLong` prints how long it all took.
+ */
+export async function benchRun(prefix: string) {
+  const startedAt = performance.now();
+  const dataDir = await mkdtemp(path.join(tmpdir(), prefix));
+  const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
+  const cleanUp = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  }
+  return {
+    startedAt,
+    dataDir,
+    cleanups,
+    async run(main: () => Promise<void>, options: { sayHowLong: boolean } = { sayHowLong: true }): Promise<void> {
+      try {
+        await main();
+      } finally {
+        await cleanUp();
+      }
+      if (options.sayHowLong) process.stdout.write(`\n(${((performance.now() - startedAt) / 1000).toFixed(0)} s in all)\n`);
+    },
+  };
 }

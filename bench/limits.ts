@@ -1,12 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent } from 'node:http';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { applyMigrations } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { createLogger } from '../src/logger.js';
-import { type Child, fmt, heading, httpCall, type LoadResult, line, loadFigures, percentile, runLoad, startChild } from './lib.js';
+import {
+  benchRun,
+  type Child,
+  fmt,
+  heading,
+  httpCall,
+  type LoadResult,
+  line,
+  loadFigures,
+  percentile,
+  runLoad,
+  startChild,
+} from './lib.js';
 
 /**
  * `npm run bench:limits`: what the shared limiter (counters in Postgres, one upsert per counted
@@ -25,22 +34,9 @@ const INSTALLATIONS = 100;
 const WARMUP_MS = 1000;
 const RUN_MS = 4000;
 
-const startedAt = performance.now();
 const log = createLogger('warn');
-const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-bench-limits-'));
-const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
-const cleanUp = async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-};
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
-}
-try {
-  await main();
-} finally {
-  await cleanUp();
-}
-process.stdout.write(`\n(${((performance.now() - startedAt) / 1000).toFixed(0)} s in all)\n`);
+const { dataDir, cleanups, run } = await benchRun('omb-bench-limits-');
+await run(main);
 
 async function main(): Promise<void> {
   process.stdout.write('Setting up: embedded Postgres, migrations, limiter servers…\n');

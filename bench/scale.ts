@@ -1,8 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent } from 'node:http';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { signWebhook } from '../src/composio/webhook-signature.js';
@@ -11,7 +8,7 @@ import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { dropExpiredDays } from '../src/events/retention.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
-import { type Child, fmt, heading, httpCall, type LoadResult, line, percentile, runLoad, startChild } from './lib.js';
+import { benchRun, type Child, fmt, heading, httpCall, type LoadResult, line, percentile, runLoad, startChild } from './lib.js';
 
 /**
  * `npm run bench:scale -- --rows N`: what the size of the queue costs. One embedded Postgres
@@ -58,15 +55,7 @@ interface Target {
 }
 
 const log = createLogger('warn');
-const startedAt = performance.now();
-const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-bench-scale-'));
-const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
-const cleanUp = async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-};
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
-}
+const { startedAt, dataDir, cleanups, run } = await benchRun('omb-bench-scale-');
 
 async function main(): Promise<void> {
   const embedded = await startEmbeddedPostgres({
@@ -350,8 +339,4 @@ function median(values: number[]): number {
 const round2 = (n: number) => Math.round(n * 100) / 100;
 const round3 = (n: number) => Math.round(n * 1000) / 1000;
 
-try {
-  await main();
-} finally {
-  await cleanUp();
-}
+await run(main, { sayHowLong: false });
