@@ -80,7 +80,7 @@ const schema = {
  */
 export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDeps): Promise<void> {
   const { clock, events } = deps;
-  const limiter = new FailureLimiter(deps.counters, deps.badWebhooksPerMinute);
+  const limiter = new FailureLimiter(deps.counters, deps.badWebhooksPerMinute, 60_000, () => clock.now().getTime());
   const count = (outcome: WebhookOutcome) => events.outcomes.count(outcome);
   const book = new WebhookSecretBook(deps.database.sql, deps.secrets, app.log.child({ component: 'webhook-secrets' }));
   const stopWatching = events.onWebhookSecretsChanged(() => void book.reload());
@@ -100,7 +100,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       bodyLimit: WEBHOOK_BODY_LIMIT,
       // Before the body is read: an address sending bad signatures is turned away cheaply.
       onRequest: async (request) => {
-        const retryAfter = await limiter.retryAfterSeconds(request.ip);
+        const retryAfter = limiter.retryAfterSeconds(request.ip);
         if (retryAfter > 0) {
           count('rate_limited');
           throw tooManyRequests('too many webhooks with bad signatures from this address', retryAfter);
@@ -126,7 +126,11 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       // again, and during a rotation wait for the new one, rather than refuse a genuine delivery.
       if (!verdict.ok && verdict.reason === 'bad_signature') verdict = await book.recheck(verdict, verify, () => clock.now());
       if (!verdict.ok) {
-        await limiter.recordFailure(request.ip);
+        const retryAfter = await limiter.recordFailure(request.ip);
+        if (retryAfter > 0) {
+          count('rate_limited');
+          throw tooManyRequests('too many webhooks with bad signatures from this address', retryAfter);
+        }
         count('bad_signature');
         request.log.warn({ reason: verdict.reason, ip: request.ip }, 'webhook refused: bad signature');
         throw new AppError(401, 'invalid_signature', 'webhook signature is missing or invalid');
