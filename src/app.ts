@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { serializerCompiler } from 'fastify-type-provider-zod';
@@ -249,21 +250,21 @@ function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics): void {
     if (unfinished === 'cut_off' || (status >= 500 && unfinished === null)) request.log.error(line, 'request');
     else request.log.info(line, 'request');
   };
+  // The peer's end of a connection (FIN or reset), watched once per connection rather than per
+  // request: a held long poll should cost as little as possible.
+  const peerGone = new WeakSet<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    socket.on('end', markPeerGone);
+    socket.on('error', markPeerGone);
+  });
+  function markPeerGone(this: Socket): void {
+    peerGone.add(this);
+  }
   app.addHook('onRequest', (request, reply, done) => {
-    // The peer's end of the connection (FIN or reset) seen while this request is open.
-    const socket = request.raw.socket;
     // Read now: once the connection is gone the socket no longer knows the peer's address.
     const ip = request.ip;
-    let peerGone = false;
-    const onPeerGone = () => {
-      peerGone = true;
-    };
-    socket.once('end', onPeerGone);
-    socket.once('error', onPeerGone);
-    reply.raw.once('close', () => {
-      socket.off('end', onPeerGone);
-      socket.off('error', onPeerGone);
-      if (!reply.raw.writableFinished) write(request, reply, peerGone ? 'client_closed' : 'cut_off', ip);
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) write(request, reply, peerGone.has(request.raw.socket) ? 'client_closed' : 'cut_off', ip);
     });
     done();
   });

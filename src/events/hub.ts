@@ -1,7 +1,12 @@
 /**
  * The in-process waiting room for long polls, keyed by installation. A wake only says "look
  * again": waiters re-read the database, so a lost or merged notification never loses an event.
- * Nothing here holds a database connection; thousands of polls cost a timer and a closure each.
+ * Nothing here holds a database connection.
+ *
+ * A held poll is the larger part of a broker's memory (10,000 at once is ordinary), so a waiter
+ * is one small object: its timer calls a shared function with the waiter as argument, its
+ * installation's only waiter is kept without a set around it, and a client that hangs up ends
+ * the wait through `PollClient` rather than an `AbortSignal` (an event target and two maps each).
  */
 
 export type WakeReason =
@@ -25,13 +30,75 @@ export interface Subscription {
   cancel(): void;
 }
 
-interface Waiter {
-  readonly installationId: string;
-  settle(reason: WakeReason): void;
+/**
+ * The client of one long poll: whether it has hung up, and the wait to end when it does. The
+ * route calls `hangUp()` when the client's connection closes before the answer.
+ */
+export class PollClient {
+  private hungUp = false;
+  /** The wait under way for this client, if any. */
+  private waiter: Waiter | undefined;
+
+  get gone(): boolean {
+    return this.hungUp;
+  }
+
+  hangUp(): void {
+    this.hungUp = true;
+    this.waiter?.settle('aborted');
+  }
+
+  /** @internal The hub's bookkeeping: which wait to end on a hang-up. */
+  watch(waiter: Waiter | undefined): void {
+    this.waiter = waiter;
+  }
+
+  /** @internal */
+  watching(waiter: Waiter): boolean {
+    return this.waiter === waiter;
+  }
+}
+
+class Waiter implements Subscription {
+  readonly woken: Promise<WakeReason>;
+  private resolve!: (reason: WakeReason) => void;
+  private readonly timer: NodeJS.Timeout;
+  private done = false;
+
+  constructor(
+    private readonly hub: EventHub,
+    readonly installationId: string,
+    timeoutMs: number,
+    private readonly client: PollClient | undefined,
+  ) {
+    this.woken = new Promise<WakeReason>((resolve) => {
+      this.resolve = resolve;
+    });
+    this.timer = setTimeout(timedOut, Math.max(0, timeoutMs), this);
+    client?.watch(this);
+  }
+
+  settle(reason: WakeReason): void {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.timer);
+    if (this.client?.watching(this)) this.client.watch(undefined);
+    this.hub.forget(this);
+    this.resolve(reason);
+  }
+
+  cancel(): void {
+    this.settle('aborted');
+  }
+}
+
+function timedOut(waiter: Waiter): void {
+  waiter.settle('timeout');
 }
 
 export class EventHub {
-  private readonly waiters = new Map<string, Set<Waiter>>();
+  /** Waiters by installation: the waiter itself while it is the only one, else a set (oldest first). */
+  private readonly waiters = new Map<string, Waiter | Set<Waiter>>();
   private count = 0;
   private closing = false;
 
@@ -44,40 +111,24 @@ export class EventHub {
   }
 
   /**
-   * Waits for the next wake of `installationId`, at most `timeoutMs`. Subscribe BEFORE reading
-   * the queue, so a commit between the read and the wait still wakes this waiter.
+   * Waits for the next wake of `installationId`, at most `timeoutMs`, or until `client` hangs up.
+   * Subscribe BEFORE reading the queue, so a commit between the read and the wait still wakes
+   * this waiter.
    */
-  subscribe(installationId: string, timeoutMs: number, signal?: AbortSignal): Subscription {
+  subscribe(installationId: string, timeoutMs: number, client?: PollClient): Subscription {
     if (this.closing) return settled('closing');
-    if (signal?.aborted) return settled('aborted');
-
-    let resolve!: (reason: WakeReason) => void;
-    const woken = new Promise<WakeReason>((r) => (resolve = r));
-    let done = false;
-    const onAbort = () => waiter.settle('aborted');
-    const timer = setTimeout(() => waiter.settle('timeout'), Math.max(0, timeoutMs));
-    const waiter: Waiter = {
-      installationId,
-      settle: (reason) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.remove(waiter);
-        resolve(reason);
-      },
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let set = this.waiters.get(installationId);
-    if (!set) {
-      set = new Set();
-      this.waiters.set(installationId, set);
-    }
+    if (client?.gone) return settled('aborted');
     // A Set keeps insertion order: the first is the oldest waiter.
-    while (set.size >= this.perInstallation) set.values().next().value?.settle('superseded');
-    set.add(waiter);
+    for (let held = this.held(installationId); held.length >= this.perInstallation; held = this.held(installationId)) {
+      held[0]!.settle('superseded');
+    }
+    const waiter = new Waiter(this, installationId, timeoutMs, client);
+    const existing = this.waiters.get(installationId);
+    if (existing === undefined) this.waiters.set(installationId, waiter);
+    else if (existing instanceof Set) existing.add(waiter);
+    else this.waiters.set(installationId, new Set([existing, waiter]));
     this.count++;
-    return { woken, cancel: () => waiter.settle('aborted') };
+    return waiter;
   }
 
   /** An event for this installation committed somewhere. */
@@ -101,17 +152,25 @@ export class EventHub {
     for (const installationId of [...this.waiters.keys()]) this.settleAll(installationId, 'closing');
   }
 
-  private settleAll(installationId: string, reason: WakeReason): void {
-    const set = this.waiters.get(installationId);
-    if (!set) return;
-    for (const waiter of [...set]) waiter.settle(reason);
+  /** @internal A waiter that settled leaves the room. */
+  forget(waiter: Waiter): void {
+    const existing = this.waiters.get(waiter.installationId);
+    if (existing === waiter) this.waiters.delete(waiter.installationId);
+    else if (existing instanceof Set && existing.delete(waiter)) {
+      if (existing.size === 1) this.waiters.set(waiter.installationId, existing.values().next().value!);
+    } else return;
+    this.count--;
   }
 
-  private remove(waiter: Waiter): void {
-    const set = this.waiters.get(waiter.installationId);
-    if (!set?.delete(waiter)) return;
-    this.count--;
-    if (set.size === 0) this.waiters.delete(waiter.installationId);
+  /** The installation's waiters, oldest first. */
+  private held(installationId: string): Waiter[] {
+    const existing = this.waiters.get(installationId);
+    if (existing === undefined) return [];
+    return existing instanceof Set ? [...existing] : [existing];
+  }
+
+  private settleAll(installationId: string, reason: WakeReason): void {
+    for (const waiter of this.held(installationId)) waiter.settle(reason);
   }
 }
 

@@ -3,7 +3,7 @@ import type { Sql } from '../db/database.js';
 import { unauthorized } from '../errors.js';
 import { installationDisabled } from '../installations/guard.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
-import type { EventHub } from './hub.js';
+import type { EventHub, PollClient } from './hub.js';
 import { acknowledge, type QueuedEvent, type QueueSlice, readQueue } from './queue.js';
 
 export interface PollAnswer {
@@ -22,11 +22,11 @@ export interface PollResult {
  * One long poll of an installation's queue. A `cursor` acknowledges everything up to it and the
  * poll reads after it; without one, the poll reads after the last acknowledged event. With
  * nothing to return it waits up to `waitMs` for a wake from the hub, then reads again.
- * `signal` aborts the wait when the client goes away.
+ * `client` ends the wait when it hangs up.
  */
 export async function pollEvents(
   deps: { sql: Sql; hub: EventHub },
-  request: { installationId: string; cursor: string | undefined; limit: number; waitMs: number; signal?: AbortSignal },
+  request: { installationId: string; cursor: string | undefined; limit: number; waitMs: number; client?: PollClient },
 ): Promise<PollResult> {
   const { sql, hub } = deps;
   const { installationId, limit } = request;
@@ -40,7 +40,7 @@ export async function pollEvents(
   for (;;) {
     const remaining = deadline - performance.now();
     // Subscribe before reading: a commit between the read and the wait still wakes us.
-    const subscription = remaining > 0 ? hub.subscribe(installationId, remaining, request.signal) : undefined;
+    const subscription = remaining > 0 ? hub.subscribe(installationId, remaining, request.client) : undefined;
     try {
       const slice = await readOnce(sql, installationId, after, limit);
       if (!slice) throw unauthorized();

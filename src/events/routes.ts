@@ -8,6 +8,7 @@ import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
+import { PollClient } from './hub.js';
 import { pollEvents } from './poll.js';
 import { acknowledge } from './queue.js';
 import type { EventsRuntime } from './runtime.js';
@@ -111,31 +112,27 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   // The token is checked before the query is validated: without one, nothing else is said.
   app.get('/v1/events', { preValidation: guard, schema: poll, config: limit }, async (request, reply) => {
     const { query } = request;
-    // The response's `close` fires when the client hangs up before the answer: stop waiting then.
-    const clientGone = new AbortController();
-    const onClose = () => {
-      if (!reply.raw.writableEnded) clientGone.abort();
-    };
-    reply.raw.once('close', onClose);
+    // The response's `close` comes before the answer when the client hangs up: stop waiting then.
+    // (No `off`: the response is this request's alone, and a `close` after the answer changes nothing.)
+    const client = new PollClient();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableEnded) client.hangUp();
+    });
     // A client that hung up while its token was being checked has no `close` left to send.
-    if (request.raw.socket.destroyed) clientGone.abort();
-    try {
-      const { answer, shuttingDown } = await pollEvents(
-        { sql, hub: events.hub },
-        {
-          installationId: request.installation.id,
-          cursor: query.cursor,
-          limit: query.limit,
-          waitMs: Math.min(query.wait, deps.pollMaxWaitSeconds) * 1000,
-          signal: clientGone.signal,
-        },
-      );
-      if (shuttingDown) void reply.header('connection', 'close');
-      if (answer.events.length > 0) deps.onDelivered?.(answer.events.length);
-      return answer;
-    } finally {
-      reply.raw.off('close', onClose);
-    }
+    if (request.raw.socket.destroyed) client.hangUp();
+    const { answer, shuttingDown } = await pollEvents(
+      { sql, hub: events.hub },
+      {
+        installationId: request.installation.id,
+        cursor: query.cursor,
+        limit: query.limit,
+        waitMs: Math.min(query.wait, deps.pollMaxWaitSeconds) * 1000,
+        client,
+      },
+    );
+    if (shuttingDown) void reply.header('connection', 'close');
+    if (answer.events.length > 0) deps.onDelivered?.(answer.events.length);
+    return answer;
   });
 
   const ack = {

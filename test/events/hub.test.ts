@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EventHub } from '../../src/events/hub.js';
+import { EventHub, PollClient } from '../../src/events/hub.js';
 
 describe('the waiting room', () => {
   it('wakes only the installation’s waiters, and forgets them once woken', async () => {
@@ -27,12 +27,12 @@ describe('the waiting room', () => {
 
   it('ends a wait when the client goes away, and does not wait for one already gone', async () => {
     const hub = new EventHub();
-    const controller = new AbortController();
-    const subscription = hub.subscribe('a', 10_000, controller.signal);
-    controller.abort();
+    const client = new PollClient();
+    const subscription = hub.subscribe('a', 10_000, client);
+    client.hangUp();
     expect(await subscription.woken).toBe('aborted');
     expect(hub.size).toBe(0);
-    expect(await hub.subscribe('a', 10_000, controller.signal).woken).toBe('aborted');
+    expect(await hub.subscribe('a', 10_000, client).woken).toBe('aborted');
     expect(hub.size).toBe(0);
   });
 
@@ -62,5 +62,39 @@ describe('the waiting room', () => {
     subscription.cancel();
     expect(await subscription.woken).toBe('event');
     expect(hub.size).toBe(0);
+  });
+
+  it('supersedes the oldest of an installation’s waiters, in the order they came, as waiters come and go', async () => {
+    const hub = new EventHub(2);
+    const first = hub.subscribe('a', 10_000);
+    const second = hub.subscribe('a', 10_000);
+    const other = hub.subscribe('b', 10_000);
+    const third = hub.subscribe('a', 10_000);
+    expect(await first.woken).toBe('superseded');
+    expect(hub.size).toBe(3);
+    second.cancel();
+    // 'a' is down to one waiter (third); the next one is beside it, the one after supersedes third.
+    const fourth = hub.subscribe('a', 10_000);
+    const fifth = hub.subscribe('a', 10_000);
+    expect(await third.woken).toBe('superseded');
+    hub.wake('a');
+    expect(await Promise.all([fourth.woken, fifth.woken])).toEqual(['event', 'event']);
+    expect(hub.size).toBe(1);
+    other.cancel();
+    expect(hub.size).toBe(0);
+  });
+
+  it('ends only the wait under way when a client hangs up', async () => {
+    const hub = new EventHub();
+    const client = new PollClient();
+    const earlier = hub.subscribe('a', 10_000, client);
+    hub.wake('a');
+    expect(await earlier.woken).toBe('event');
+    const someoneElse = hub.subscribe('a', 10_000);
+    const again = hub.subscribe('a', 10_000, client);
+    client.hangUp();
+    expect(await again.woken).toBe('aborted');
+    expect(hub.size).toBe(1);
+    someoneElse.cancel();
   });
 });
