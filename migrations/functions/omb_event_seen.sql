@@ -1,5 +1,6 @@
--- Dedupe: whether the installation already holds an event with this id received in the 72 hours
--- before p_received_at. Composio redelivers a webhook it got no 2xx for, under the same
+-- Dedupe: which of the given (installation, id, received_at) the installation already holds, as
+-- an event with this id received in the 72 hours before received_at (omb_events_seen, for a
+-- whole batch at once), or whether one does (omb_event_seen). Composio redelivers a webhook it got no 2xx for, under the same
 -- `webhook-id`, for about a day (the Standard Webhooks schedule: 5 s, 5 min, 30 min, 2 h, 5 h,
 -- 10 h, 10 h); 72 hours covers that with room for a delivery retried by hand from the dashboard,
 -- and keeps the probe to at most four day partitions, each through the (installation_id, id)
@@ -10,8 +11,5 @@
 -- a `webhook-id` (src/events/webhook-routes.ts), so a webhook can never be taken for one of them.
 CREATE OR REPLACE FUNCTION omb_event_seen(p_installation uuid, p_id text, p_received_at timestamptz)
 RETURNS boolean LANGUAGE sql STABLE AS $$
-  SELECT EXISTS (
-    SELECT 1 FROM events e
-     WHERE e.installation_id = p_installation AND e.id = p_id
-       AND e.received_at >= p_received_at - interval '72 hours')
+  SELECT EXISTS (SELECT 1 FROM omb_events_seen(ARRAY[p_installation], ARRAY[p_id], ARRAY[p_received_at]))
 $$;

@@ -1,5 +1,6 @@
--- One trigger message into its installation's queue, in ONE round trip (src/events/ingest.ts,
--- usually through omb_ingest_trigger_messages).
+-- One trigger message into its installation's queue, the careful way (src/events/ingest.ts,
+-- through omb_ingest_trigger_messages, which keeps plainly clean installations' messages
+-- together itself and sends every other message here, one at a time).
 --
 -- Ordering: every path that appends an event first locks the installation's row and allocates the
 -- position with `last_event_position + 1`. The lock is held until commit, so a later position can

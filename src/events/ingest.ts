@@ -69,8 +69,8 @@ function route(deps: IngestDeps, input: { eventId: string; event: WebhookEvent; 
 
 /**
  * A trigger's event: dedupe, filter, plan, quota, append and counters happen in the database in
- * one go (migrations/functions/omb_ingest_trigger_message.sql), usually together with other
- * webhooks' (see IngestBatcher). The database asks back only for what lives here: the filter,
+ * one go, usually together with other webhooks' (see IngestBatcher and
+ * migrations/functions/omb_ingest_trigger_messages.sql). The database asks back only for what lives here: the filter,
  * for a trigger that has one.
  */
 async function ingestTriggerMessage(
