@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { signWebhook } from '../src/composio/webhook-signature.js';
@@ -8,7 +9,20 @@ import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { IngestBatcher } from '../src/events/ingest-batcher.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
-import { benchRun, type Child, fmt, heading, httpCall, line, loadFigures, percentile, runLoad, startChild } from './lib.js';
+import {
+  benchRun,
+  type Child,
+  fmt,
+  heading,
+  httpCall,
+  type LoadResult,
+  line,
+  loadFigures,
+  percentile,
+  ROOT,
+  runLoad,
+  startChild,
+} from './lib.js';
 
 /**
  * `npm run bench:events`: app events on this machine, each figure beside a baseline measured in
@@ -18,12 +32,16 @@ import { benchRun, type Child, fmt, heading, httpCall, line, loadFigures, percen
 
 const SECRET = 'whsec_bench_0123456789abcdef';
 const SENDERS = 64;
+/** Paired rounds of the ideal ingest and the broker, alternating which goes first. */
+const INGEST_ROUNDS = 3;
 const INGEST_INSTALLATIONS = 1000;
 const LATENCY_SAMPLES = 200;
 const LONG_POLLS = 10_000;
 const WARMUP_MS = 1000;
 const RUN_MS = 5000;
 const METRICS_TOKEN = randomBytes(16).toString('hex');
+/** Lets the bench read a process's memory after a full garbage collection (bench/memory-probe.mjs). */
+const MEMORY_PROBE = `--expose-gc --import ${path.join(ROOT, 'bench/memory-probe.mjs')}`;
 
 interface Seeded {
   installationId: string;
@@ -58,9 +76,15 @@ async function main(): Promise<void> {
     METRICS_TOKEN,
     LOG_LEVEL: 'warn',
   };
-  const brokerA = await startChild('src/main.ts', brokerEnv);
+  const brokerA = await startChild('src/main.ts', { ...brokerEnv, NODE_OPTIONS: MEMORY_PROBE });
   const brokerB = await startChild('src/main.ts', brokerEnv);
-  const baseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET });
+  await sql`create table bench_ideal_events (like events including all)`;
+  await sql`create sequence bench_ideal_positions`;
+  const baseline = await startChild('bench/baseline-server.ts', {
+    COMPOSIO_WEBHOOK_SECRET: SECRET,
+    DATABASE_URL: embedded.url,
+    NODE_OPTIONS: MEMORY_PROBE,
+  });
   cleanups.push(
     () => brokerA.stop(),
     () => brokerB.stop(),
@@ -69,9 +93,30 @@ async function main(): Promise<void> {
   const description = `2 brokers (pool 12 each), ${installations.length.toLocaleString('en-US')} installations, loopback`;
   process.stdout.write(`Ready: ${description}; load from this process (Node ${process.version}).\n`);
 
-  await ingest(sql, brokerA, baseline, ingestSet);
+  const ingested = await ingest(sql, brokerA, baseline, ingestSet);
   await latency(sql, embedded.url, brokerA, brokerB, latencySet);
-  await longPolls(brokerA, baseline, pollSet);
+  const held = await longPolls(brokerA, baseline, pollSet);
+
+  heading('Broker ÷ baseline in this run');
+  const summary = {
+    ingestRateVsIdeal: round2(ingested.rateRatio),
+    ingestP99VsIdeal: round2(ingested.p99Ratio),
+    ingestP99Ms: { broker: round2(ingested.brokerP99), ideal: round2(ingested.idealP99) },
+    heldPollKiB: { broker: round2(held.broker.kibPerRequest), plainFastify: round2(held.plain.kibPerRequest) },
+    heldPollMemoryRatio: round2(held.broker.kibPerRequest / held.plain.kibPerRequest),
+    heldPollHeapKiB: { broker: round2(held.broker.heapKibPerRequest), plainFastify: round2(held.plain.heapKibPerRequest) },
+  };
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
+}
+
+function round2(n: number): number {
+  return Math.round(n * 100) / 100;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** Installations with a token and one trigger each, written straight to the database. */
@@ -134,24 +179,53 @@ function webhookFor(installation: Seeded): { headers: Record<string, string>; bo
   };
 }
 
-async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, installations: Seeded[]): Promise<void> {
+async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, installations: Seeded[]) {
   heading(`Signed-webhook ingest: ${SENDERS} concurrent senders, ${RUN_MS / 1000} s each after ${WARMUP_MS / 1000} s warm-up`);
   const agent = new Agent({ keepAlive: true, maxSockets: SENDERS });
   const pick = () => installations[Math.floor(Math.random() * installations.length)]!;
   const post = (url: string, installation: Seeded) => async () => {
     const webhook = webhookFor(installation);
-    const answer = await httpCall(agent, `${url}/v1/webhooks/composio`, { method: 'POST', headers: webhook.headers, body: webhook.body });
+    const answer = await httpCall(agent, url, { method: 'POST', headers: webhook.headers, body: webhook.body });
     return answer.status === 200 && answer.body.includes('accepted');
   };
+  const webhooksOf = (child: Child) => `${child.url}/v1/webhooks/composio`;
+  const load = (url: string) => runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(url, pick())() });
 
-  const plain = await runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(baseline.url, pick())() });
+  const plain = await load(webhooksOf(baseline));
   line('baseline: plain Fastify route, same HMAC check, answers 200', ...loadFigures(plain));
 
-  const spread = await runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(broker.url, pick())() });
-  line(`broker: POST /v1/webhooks/composio (${installations.length} installations)`, ...loadFigures(spread));
+  // The broker against the ideal durable ingest, in paired rounds (alternating which goes first).
+  const rateRatios: number[] = [];
+  const p99Ratios: number[] = [];
+  const p99s = { broker: [] as number[], ideal: [] as number[] };
+  for (let round = 0; round < INGEST_ROUNDS; round++) {
+    const runs = new Map<'ideal' | 'broker', LoadResult>();
+    for (const which of round % 2 === 0 ? (['ideal', 'broker'] as const) : (['broker', 'ideal'] as const)) {
+      runs.set(which, await load(which === 'ideal' ? `${baseline.url}/ideal/webhooks/composio` : webhooksOf(broker)));
+    }
+    const [ideal, brokerRun] = [runs.get('ideal')!, runs.get('broker')!];
+    line('ideal ingest: same HMAC check, one INSERT … SELECT committed per webhook, pool 12', ...loadFigures(ideal));
+    line(`broker: POST /v1/webhooks/composio (${installations.length} installations)`, ...loadFigures(brokerRun));
+    const rate = (r: LoadResult) => r.requests / r.seconds;
+    rateRatios.push(rate(brokerRun) / rate(ideal));
+    const [brokerP99, idealP99] = [percentile(brokerRun.latenciesMs, 99), percentile(ideal.latenciesMs, 99)];
+    p99Ratios.push(brokerP99 / idealP99);
+    p99s.broker.push(brokerP99);
+    p99s.ideal.push(idealP99);
+  }
+  line(
+    'broker ÷ ideal ingest (medians of the rounds)',
+    `rate ${median(rateRatios).toFixed(2)}×`,
+    `p99 ${median(p99Ratios).toFixed(2)}× (${fmt.ms(median(p99s.broker))} vs ${fmt.ms(median(p99s.ideal))})`,
+  );
 
   const hot = installations[0]!;
-  const single = await runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(broker.url, hot)() });
+  const single = await runLoad({
+    concurrency: SENDERS,
+    warmupMs: WARMUP_MS,
+    durationMs: RUN_MS,
+    call: () => post(webhooksOf(broker), hot)(),
+  });
   line('broker: all to ONE installation (serialised on its row)', ...loadFigures(single));
   agent.destroy();
 
@@ -197,6 +271,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     },
   });
   line(`baseline: bare Postgres INSERT of the same row, ${SENDERS} connections`, ...loadFigures(insert));
+  return { rateRatio: median(rateRatios), p99Ratio: median(p99Ratios), brokerP99: median(p99s.broker), idealP99: median(p99s.ideal) };
 }
 
 async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Child, installations: Seeded[]): Promise<void> {
@@ -264,7 +339,7 @@ async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Chil
   );
 }
 
-async function longPolls(broker: Child, baseline: Child, installations: Seeded[]): Promise<void> {
+async function longPolls(broker: Child, baseline: Child, installations: Seeded[]) {
   heading(`Concurrently held long polls (target ${LONG_POLLS.toLocaleString('en-US')} on one broker process)`);
 
   const brokerFigures = await hold({
@@ -285,7 +360,7 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
   line(
     'broker: GET /v1/events?wait=25 held',
     `${fmt.int(brokerFigures.held)} polls`,
-    `${fmt.kib(brokerFigures.kibPerRequest)} RSS each`,
+    `${fmt.kib(brokerFigures.kibPerRequest)} RSS each (${fmt.kib(brokerFigures.heapKibPerRequest)} of it JS heap), after a full GC`,
     `GET /health meanwhile (reads the database) p50 ${fmt.ms(brokerFigures.otherP50)}, p99 ${fmt.ms(brokerFigures.otherP99)}`,
     `SIGTERM → all answered ${fmt.ms(brokerFigures.releaseMs)}`,
   );
@@ -300,10 +375,11 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
   line(
     'baseline: plain Fastify route holding idle requests',
     `${fmt.int(plain.held)} requests`,
-    `${fmt.kib(plain.kibPerRequest)} RSS each`,
+    `${fmt.kib(plain.kibPerRequest)} RSS each (${fmt.kib(plain.heapKibPerRequest)} of it JS heap), after a full GC`,
     `GET /health meanwhile p50 ${fmt.ms(plain.otherP50)}, p99 ${fmt.ms(plain.otherP99)}`,
     `release all → answered ${fmt.ms(plain.releaseMs)}`,
   );
+  return { broker: brokerFigures, plain };
 }
 
 /**
@@ -318,7 +394,7 @@ async function hold(options: {
   release: () => Promise<void>;
 }) {
   const agent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
-  const rssBefore = options.server.rssKiB();
+  const before = await memoryAfterGc(options.server);
   let answered = 0;
   let lastAnsweredAt = 0;
   const pending: Array<Promise<void>> = [];
@@ -345,7 +421,7 @@ async function hold(options: {
     await sleep(100);
   }
   await sleep(300);
-  const rssAfter = options.server.rssKiB();
+  const after = await memoryAfterGc(options.server);
   const heldAnsweredEarly = answered;
 
   const other = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -364,9 +440,33 @@ async function hold(options: {
   if (heldAnsweredEarly > 0) process.stdout.write(`  (note: ${heldAnsweredEarly} requests were answered before the release)\n`);
   return {
     held,
-    kibPerRequest: (rssAfter - rssBefore) / Math.max(1, held),
+    kibPerRequest: (after.rss - before.rss) / 1024 / Math.max(1, held),
+    heapKibPerRequest: (after.heapUsed + after.external - before.heapUsed - before.external) / 1024 / Math.max(1, held),
     otherP50: percentile(times, 50),
     otherP99: percentile(times, 99),
     releaseMs: lastAnsweredAt - releasedAt,
   };
+}
+
+/** The process's memory right after a full garbage collection, as bench/memory-probe.mjs reports it. */
+async function memoryAfterGc(child: Child): Promise<NodeJS.MemoryUsage> {
+  const stderr = child.process.stderr!;
+  const report = new Promise<NodeJS.MemoryUsage>((resolve, reject) => {
+    let text = '';
+    const timer = setTimeout(() => {
+      stderr.off('data', onData);
+      reject(new Error('the process did not report its memory (bench/memory-probe.mjs)'));
+    }, 10_000);
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString('utf8');
+      const match = /omb-memory (\{.*\})\n/.exec(text);
+      if (!match) return;
+      clearTimeout(timer);
+      stderr.off('data', onData);
+      resolve(JSON.parse(match[1]!) as NodeJS.MemoryUsage);
+    };
+    stderr.on('data', onData);
+  });
+  child.process.kill('SIGWINCH');
+  return report;
 }
