@@ -48,23 +48,47 @@ interface SliceRow {
  * in the order they were accepted. Null when the installation no longer exists.
  *
  * Reading `position > after` never skips an event: positions are allocated under the
- * installation's row lock and so become visible in order (migrations/functions/omb_append_event.sql).
+ * installation's row lock and so become visible in order (migrations/functions/omb_append_events.sql).
  * Events received before the retention horizon (`event_retention.kept_since`) are not served,
  * even while their day's partition is still there.
  *
  * Positions are contiguous, so a gap needs no bookkeeping: when the first position served is not
  * the one right after `after` (or nothing is served while the queue goes further), the positions
  * in between were removed by retention.
+ *
+ * The read looks first in the day partitions of yesterday and today only, which is where a
+ * client that keeps up finds what it has not read: the cost of a poll then stays the same however
+ * many days the table holds. That answer is used only when it is provably the whole answer —
+ * it starts right after `after`, its positions follow one another, and it either fills `limit` or
+ * reaches the queue's last position — since positions are unique and contiguous, the full read
+ * could not have answered anything else. Otherwise (a backlog older than yesterday, or a gap)
+ * every kept day is read.
  */
 export async function readQueue(
   sql: Sql,
   installationId: string,
   options: { after: number | null; limit: number },
 ): Promise<QueueSlice | null> {
+  const recent = await readSlice(sql, installationId, options, true);
+  if (!recent) return null;
+  if (recent.whole) return recent.slice;
+  return (await readSlice(sql, installationId, options, false))?.slice ?? null;
+}
+
+async function readSlice(
+  sql: Sql,
+  installationId: string,
+  options: { after: number | null; limit: number },
+  recentDaysOnly: boolean,
+): Promise<{ slice: QueueSlice; whole: boolean } | null> {
+  // The lower bound on received_at is one value, so Postgres skips the other day partitions.
   const rows = await sql<SliceRow[]>`
     with start as (
       select coalesce(${options.after}::bigint, i.acked_event_position) as after, i.last_event_position as last,
-             coalesce((select r.kept_since from event_retention r), '-infinity') as kept_since
+             greatest(coalesce((select r.kept_since from event_retention r), '-infinity'),
+                      case when ${recentDaysOnly}::boolean
+                           then (date_trunc('day', now() at time zone 'UTC') - interval '1 day') at time zone 'UTC'
+                           else '-infinity'::timestamptz end) as read_since
         from installations i
        where i.id = ${installationId}
     )
@@ -73,7 +97,7 @@ export async function readQueue(
       from start s
       left join lateral (
         select * from events e
-         where e.installation_id = ${installationId} and e.position > s.after and e.received_at >= s.kept_since
+         where e.installation_id = ${installationId} and e.position > s.after and e.received_at >= s.read_since
          order by e.position
          limit ${options.limit}
       ) e on true
@@ -81,6 +105,7 @@ export async function readQueue(
   const first = rows[0];
   if (!first) return null;
   const after = Number(first.after);
+  const last = Number(first.last);
   const events: QueuedEvent[] = [];
   let through = after;
   let gap = false;
@@ -103,8 +128,9 @@ export async function readQueue(
     });
   }
   // Nothing served although the queue goes further: everything after `after` is gone.
-  if (events.length === 0 && Number(first.last) > after) gap = true;
-  return { events, through, gap };
+  if (events.length === 0 && last > after) gap = true;
+  const whole = !gap && (events.length === options.limit || through >= last);
+  return { slice: { events, through, gap }, whole: !recentDaysOnly || whole };
 }
 
 /**

@@ -111,6 +111,25 @@ describe('day partitions', () => {
     expect(next.gap).toBeUndefined();
   });
 
+  it('are detached, then dropped apart, so a day detached by a run that stopped midway is dropped by the next', async () => {
+    t.clock.set('2033-03-20T09:00:00.000Z');
+    await ensureEventPartitions(t.database.sql, t.clock.now());
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    await send(trigger);
+    // A run detached the day and stopped before dropping it.
+    await t.database.sql`alter table events detach partition events_p20330320`;
+    expect(await exists('events_p20330320')).toBe(true);
+    expect((await batch(owner.auth)).events).toEqual([]);
+
+    t.clock.set('2033-03-21T09:00:00.000Z');
+    const dropped = await dropExpiredDays(t.database.sql, new Date('2033-03-10T00:00:00.000Z'));
+    expect(dropped.days).toContain('2033-03-20');
+    expect(await exists('events_p20330320')).toBe(false);
+    // Days still attached and inside the horizon are left alone.
+    expect(await exists('events_p20330321')).toBe(true);
+  });
+
   it('serve nothing received before the horizon even while the day holding it is kept', async () => {
     t.clock.set('2033-04-01T01:00:00.000Z');
     await ensureEventPartitions(t.database.sql, t.clock.now());
@@ -133,5 +152,54 @@ describe('day partitions', () => {
     expect(await exists('event_expiry')).toBe(false);
     const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from event_retention`;
     expect(row!.n).toBe(1);
+  });
+});
+
+describe('a poll', () => {
+  let own: EventsTestApp;
+  beforeAll(async () => {
+    own = await buildEventsApp();
+  });
+  afterAll(() => own.close());
+
+  const sendAt = async (trigger: TestTrigger, at: Date) => {
+    own.clock.set(at);
+    const webhook = signed(triggerMessage(trigger), { at });
+    const response = await own.app.inject({
+      method: 'POST',
+      url: '/v1/webhooks/composio',
+      headers: webhook.headers,
+      payload: webhook.body,
+    });
+    expect(response.json()).toEqual({ outcome: 'accepted' });
+    return webhook.id;
+  };
+  const read = async (auth: { authorization: string }, query: string) => {
+    const response = await own.app.inject({ method: 'GET', url: `/v1/events?wait=0&${query}`, headers: auth });
+    expect(response.statusCode).toBe(200);
+    return response.json<Batch>();
+  };
+
+  it('reads a backlog older than yesterday whole and in order, before and beside today’s events', async () => {
+    // It looks at yesterday and today first, and reads every kept day when that is not the whole answer.
+    const now = Date.now();
+    const owner = await register(own.app);
+    const trigger = await insertTrigger(own.database, owner.installationId);
+    const old = [await sendAt(trigger, new Date(now - 4 * DAY)), await sendAt(trigger, new Date(now - 3 * DAY))];
+    const recent = [await sendAt(trigger, new Date(now - 60_000)), await sendAt(trigger, new Date(now))];
+
+    const all = await read(owner.auth, 'limit=10');
+    expect(all.events.map((e) => e.id)).toEqual([...old, ...recent]);
+    expect(all.gap).toBeUndefined();
+    // limit=1 from the start: the oldest, not the first of the recent days.
+    const first = await read(owner.auth, 'limit=1');
+    expect(first.events.map((e) => e.id)).toEqual([old[0]]);
+    const second = await read(owner.auth, `limit=2&cursor=${first.cursor}`);
+    expect(second.events.map((e) => e.id)).toEqual([old[1], recent[0]]);
+    expect(second.gap).toBeUndefined();
+    const rest = await read(owner.auth, `limit=2&cursor=${second.cursor}`);
+    expect(rest.events.map((e) => e.id)).toEqual([recent[1]]);
+    const none = await read(owner.auth, `cursor=${rest.cursor}`);
+    expect(none).toEqual({ events: [], cursor: rest.cursor });
   });
 });
