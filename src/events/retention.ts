@@ -12,9 +12,9 @@ const FIRST_RUN_DELAY_MS = 10_000;
 /** Day partitions are created this many days ahead of today, so a day never starts without one. */
 export const PARTITION_DAYS_AHEAD = 3;
 /**
- * Dropping a day needs `events` to itself for a moment: it waits for the statements running on
+ * Detaching a day needs `events` to itself for a moment: it waits for the statements running on
  * it to finish, and statements arriving meanwhile wait behind it. So each attempt waits at most
- * this long, and a few attempts are made; a day still not dropped is dropped by the next run.
+ * this long, and a few attempts are made; a day still not detached is tried by the next run.
  */
 const DROP_LOCK_TIMEOUT = '200ms';
 const DROP_ATTEMPTS = 5;
@@ -113,41 +113,54 @@ export interface DroppedDays {
 /**
  * Drops each partition of `events` wholly before `horizon`: constant time whatever it holds, no
  * dead tuples, no WAL per row. A day still holding events inside the horizon stays until it is
- * wholly past (its older events are already not served, see removeExpiredEvents). Each drop is
- * its own short transaction under the retention lock, and waits at most DROP_LOCK_TIMEOUT for
- * statements on `events` to finish (DROP_ATTEMPTS times); a day it could not drop is dropped by
- * the next run.
+ * wholly past (its older events are already not served, see removeExpiredEvents).
+ *
+ * A day is first detached, in a short transaction that needs `events` to itself for a moment (it
+ * waits at most DROP_LOCK_TIMEOUT for statements on `events` to finish, DROP_ATTEMPTS times; a
+ * day it could not detach is tried by the next run); detaching changes only the catalog. The
+ * table is then dropped in a transaction of its own: removing a day's files (a gigabyte at a
+ * million events) holds the lock of that table alone, which no query on `events` needs any more,
+ * so ingest and polls never wait for it. A day detached by a run that stopped before dropping it
+ * (the only way a day table stands outside `events`: partitions are created and attached in one
+ * transaction) is dropped by the next run.
  */
 export async function dropExpiredDays(sql: Sql, horizon: Date): Promise<DroppedDays> {
   const listed = await underLock(
     sql,
-    (tx) => tx<{ name: string; upper: Date }[]>`
-      select c.relname as name, b.upper
+    (tx) => tx<{ name: string; upper: Date | null; attached: boolean }[]>`
+      select c.relname as name, b.upper, true as attached
         from pg_inherits h
         join pg_class c on c.oid = h.inhrelid
         cross join lateral omb_event_partition_bounds(c.oid) b
        where h.inhparent = 'events'::regclass and b.upper <= ${horizon.toISOString()}::timestamptz
-       order by b.upper`,
+      union all
+      select c.relname, null, false
+        from pg_class c
+       where c.relnamespace = 'public'::regnamespace and c.relkind = 'r'
+         and (c.relname ~ '^events_p[0-9]{8}$' or c.relname = 'events_before_days')
+         and not exists (select 1 from pg_inherits h where h.inhrelid = c.oid)
+       order by 3, 2`,
   );
   if (!listed) return { ran: false, days: [] };
   const days: string[] = [];
   for (const partition of listed.value) {
-    const dropped = await dropPartition(sql, partition.name);
+    if (partition.attached && !(await detachPartition(sql, partition.name))) break;
+    const dropped = await underLock(sql, (tx) => tx`drop table if exists ${tx(partition.name)}`);
     if (!dropped) break;
     days.push(dayOf(partition.name, partition.upper));
   }
   return { ran: true, days };
 }
 
-/** True once the partition is gone; false when the retention lock or `events` could not be had. */
-async function dropPartition(sql: Sql, name: string): Promise<boolean> {
+/** True once the partition stands outside `events`; false when the retention lock or `events` could not be had. */
+async function detachPartition(sql: Sql, name: string): Promise<boolean> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const dropped = await underLock(sql, async (tx) => {
+      const detached = await underLock(sql, async (tx) => {
         await tx.unsafe(`set local lock_timeout = '${DROP_LOCK_TIMEOUT}'`);
-        await tx`drop table if exists ${tx(name)}`;
+        await tx`alter table events detach partition ${tx(name)}`;
       });
-      return dropped !== undefined;
+      return detached !== undefined;
     } catch (error) {
       if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw error;
       if (attempt === DROP_ATTEMPTS) return false;
@@ -156,10 +169,11 @@ async function dropPartition(sql: Sql, name: string): Promise<boolean> {
   }
 }
 
-/** `events_p20320101` → `2032-01-01`; another partition by the day it ends before. */
-function dayOf(name: string, upper: Date): string {
+/** `events_p20320101` → `2032-01-01`; another partition by the day it ends before (`before-days` when no longer known). */
+function dayOf(name: string, upper: Date | null): string {
   const match = /^events_p(\d{4})(\d{2})(\d{2})$/.exec(name);
-  return match ? `${match[1]}-${match[2]}-${match[3]}` : `before-${new Date(upper).toISOString().slice(0, 10)}`;
+  if (match) return `${match[1]}-${match[2]}-${match[3]}`;
+  return upper ? `before-${new Date(upper).toISOString().slice(0, 10)}` : 'before-days';
 }
 
 export type RetentionJob = RepeatingJob;
