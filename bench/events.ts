@@ -37,6 +37,7 @@ const INGEST_ROUNDS = 3;
 const INGEST_INSTALLATIONS = 1000;
 const LATENCY_SAMPLES = 200;
 const LONG_POLLS = 10_000;
+const WARM_UP_POLLS = 200;
 const WARMUP_MS = 1000;
 const RUN_MS = 5000;
 const METRICS_TOKEN = randomBytes(16).toString('hex');
@@ -76,15 +77,11 @@ async function main(): Promise<void> {
     METRICS_TOKEN,
     LOG_LEVEL: 'warn',
   };
-  const brokerA = await startChild('src/main.ts', { ...brokerEnv, NODE_OPTIONS: MEMORY_PROBE });
+  const brokerA = await startChild('src/main.ts', brokerEnv);
   const brokerB = await startChild('src/main.ts', brokerEnv);
   await sql`create table bench_ideal_events (like events including all)`;
   await sql`create sequence bench_ideal_positions`;
-  const baseline = await startChild('bench/baseline-server.ts', {
-    COMPOSIO_WEBHOOK_SECRET: SECRET,
-    DATABASE_URL: embedded.url,
-    NODE_OPTIONS: MEMORY_PROBE,
-  });
+  const baseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET, DATABASE_URL: embedded.url });
   cleanups.push(
     () => brokerA.stop(),
     () => brokerB.stop(),
@@ -95,7 +92,15 @@ async function main(): Promise<void> {
 
   const ingested = await ingest(sql, brokerA, baseline, ingestSet);
   await latency(sql, embedded.url, brokerA, brokerB, latencySet);
-  const held = await longPolls(brokerA, baseline, pollSet);
+  // Memory is compared between two fresh processes, each warmed up first, so neither carries
+  // the heap an earlier part of the bench left it.
+  const pollBroker = await startChild('src/main.ts', { ...brokerEnv, NODE_OPTIONS: MEMORY_PROBE });
+  const pollBaseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET, NODE_OPTIONS: MEMORY_PROBE });
+  cleanups.push(
+    () => pollBroker.stop(),
+    () => pollBaseline.stop(),
+  );
+  const held = await longPolls(pollBroker, pollBaseline, pollSet);
 
   heading('Broker ÷ baseline in this run');
   const summary = {
@@ -341,6 +346,20 @@ async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Chil
 
 async function longPolls(broker: Child, baseline: Child, installations: Seeded[]) {
   heading(`Concurrently held long polls (target ${LONG_POLLS.toLocaleString('en-US')} on one broker process)`);
+  // Warm-up: every code path of a poll runs (and is compiled) before anything is measured.
+  const warm = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+  await Promise.all(
+    installations
+      .slice(0, WARM_UP_POLLS)
+      .map((installation) =>
+        httpCall(warm, `${broker.url}/v1/events?wait=0`, { headers: { authorization: `Bearer ${installation.token}` } }),
+      ),
+  );
+  const warmHeld = Array.from({ length: WARM_UP_POLLS }, () => httpCall(warm, `${baseline.url}/hold`));
+  while ((await fetch(`${baseline.url}/held`).then((r) => r.json() as Promise<{ held: number }>)).held < WARM_UP_POLLS) await sleep(50);
+  await fetch(`${baseline.url}/release`, { method: 'POST' });
+  await Promise.all(warmHeld);
+  warm.destroy();
 
   const brokerFigures = await hold({
     server: broker,

@@ -20,7 +20,8 @@ import { benchRun, type Child, fmt, heading, httpCall, type LoadResult, line, pe
  * last line is one JSON object with the ratios (medians of the rounds).
  *
  * Options: --rows N, --rounds R (default 3, at most 8: each round expires one day),
- * --seconds S (each measured run, default 5).
+ * --seconds S (each measured run, default 5), --shared-buffers SIZE (Postgres's `shared_buffers`,
+ * e.g. `1GB`; default Postgres's own 128MB).
  */
 
 const { values: args } = parseArgs({
@@ -28,6 +29,7 @@ const { values: args } = parseArgs({
     rows: { type: 'string', default: '8000000' },
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '5' },
+    'shared-buffers': { type: 'string' },
   },
 });
 const ROWS = Number(args.rows);
@@ -62,7 +64,7 @@ async function main(): Promise<void> {
     dataDir,
     logger: log,
     database: 'postgres',
-    extraFlags: ['-c', 'max_connections=300'],
+    extraFlags: ['-c', 'max_connections=300', ...(args['shared-buffers'] ? ['-c', `shared_buffers=${args['shared-buffers']}`] : [])],
   });
   cleanups.push(() => embedded.stop());
   const admin = postgres(embedded.url, { max: 1, onnotice: () => {} });
@@ -145,6 +147,7 @@ async function main(): Promise<void> {
   const result = {
     rows: ROWS,
     rounds: ROUNDS,
+    sharedBuffers: args['shared-buffers'] ?? '128MB',
     ingestRatio: round2(ratio('ingestRate')),
     ingestP50Ratio: round2(ratio('ingestP50')),
     ingestP99Ratio: round2(ratio('ingestP99')),
