@@ -110,7 +110,8 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   };
   const limit = perInstallationLimit(deps.requestsPerMinute, 'too many event requests for this installation');
   // The token is checked before the query is validated: without one, nothing else is said.
-  app.get('/v1/events', { preValidation: guard, schema: poll, config: limit }, async (request, reply) => {
+  // Not an async function: a held poll keeps no suspended frame of its own, only pollEvents'.
+  app.get('/v1/events', { preValidation: guard, schema: poll, config: limit }, (request, reply) => {
     const { query } = request;
     // The response's `close` comes before the answer when the client hangs up: stop waiting then.
     // (No `off`: the response is this request's alone, and a `close` after the answer changes nothing.)
@@ -120,7 +121,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     });
     // A client that hung up while its token was being checked has no `close` left to send.
     if (request.raw.socket.destroyed) client.hangUp();
-    const { answer, shuttingDown } = await pollEvents(
+    return pollEvents(
       { sql, hub: events.hub },
       {
         installationId: request.installation.id,
@@ -129,10 +130,11 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
         waitMs: Math.min(query.wait, deps.pollMaxWaitSeconds) * 1000,
         client,
       },
-    );
-    if (shuttingDown) void reply.header('connection', 'close');
-    if (answer.events.length > 0) deps.onDelivered?.(answer.events.length);
-    return answer;
+    ).then(({ answer, shuttingDown }) => {
+      if (shuttingDown) void reply.header('connection', 'close');
+      if (answer.events.length > 0) deps.onDelivered?.(answer.events.length);
+      return answer;
+    });
   });
 
   const ack = {
