@@ -62,7 +62,8 @@ interface SliceRow {
  * it starts right after `after`, its positions follow one another, and it either fills `limit` or
  * reaches the queue's last position — since positions are unique and contiguous, the full read
  * could not have answered anything else. Otherwise (a backlog older than yesterday, or a gap)
- * every kept day is read.
+ * every kept day is read. Each read is migrations/functions/omb_read_queue.sql, planned once per
+ * connection.
  */
 export async function readQueue(
   sql: Sql,
@@ -81,27 +82,8 @@ async function readSlice(
   options: { after: number | null; limit: number },
   recentDaysOnly: boolean,
 ): Promise<{ slice: QueueSlice; whole: boolean } | null> {
-  // The lower bound on received_at is one value, so Postgres skips the other day partitions.
   const rows = await sql<SliceRow[]>`
-    with start as (
-      select coalesce(${options.after}::bigint, i.acked_event_position) as after, i.last_event_position as last,
-             greatest(coalesce((select r.kept_since from event_retention r), '-infinity'),
-                      case when ${recentDaysOnly}::boolean
-                           then (date_trunc('day', now() at time zone 'UTC') - interval '1 day') at time zone 'UTC'
-                           else '-infinity'::timestamptz end) as read_since
-        from installations i
-       where i.id = ${installationId}
-    )
-    select s.after, s.last, e.position, e.id, e.type, e.trigger_id, e.automation_id, e.toolkit,
-           e.trigger_slug, e.connected_account_id, e.received_at, e.data
-      from start s
-      left join lateral (
-        select * from events e
-         where e.installation_id = ${installationId} and e.position > s.after and e.received_at >= s.read_since
-         order by e.position
-         limit ${options.limit}
-      ) e on true
-     order by e.position`;
+    select * from omb_read_queue(${installationId}::uuid, ${options.after}::bigint, ${options.limit}::int, ${recentDaysOnly}::boolean)`;
   const first = rows[0];
   if (!first) return null;
   const after = Number(first.after);

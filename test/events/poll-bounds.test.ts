@@ -20,7 +20,7 @@ function counting(database: TestDatabase): TestDatabase {
   const sql = new Proxy(database.sql, {
     apply(target, thisArg, args: unknown[]) {
       const strings = args[0];
-      if (Array.isArray(strings) && strings.join('?').includes('left join lateral')) queueReads++;
+      if (Array.isArray(strings) && strings.join('?').includes('omb_read_queue')) queueReads++;
       return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args);
     },
   }) as Sql;
