@@ -25,8 +25,8 @@ afterAll(() => t.close());
 
 type Batch = { events: Array<{ id: string; type: string; receivedAt: string }>; cursor: string; gap?: boolean };
 
-async function post(webhook: SignedWebhook) {
-  return t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
+async function post(webhook: SignedWebhook, app = t.app) {
+  return app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
 }
 
 async function send(trigger: TestTrigger, options: { id?: string } = {}): Promise<{ id: string; outcome: string }> {
@@ -165,13 +165,7 @@ describe('a poll', () => {
   const sendAt = async (trigger: TestTrigger, at: Date) => {
     own.clock.set(at);
     const webhook = signed(triggerMessage(trigger), { at });
-    const response = await own.app.inject({
-      method: 'POST',
-      url: '/v1/webhooks/composio',
-      headers: webhook.headers,
-      payload: webhook.body,
-    });
-    expect(response.json()).toEqual({ outcome: 'accepted' });
+    expect((await post(webhook, own.app)).json()).toEqual({ outcome: 'accepted' });
     return webhook.id;
   };
   const read = async (auth: { authorization: string }, query: string) => {
