@@ -82,8 +82,12 @@ BEGIN
    WHERE x.installation_id NOT IN (SELECT c.installation_id FROM careful c);
 
   IF v_ords IS NOT NULL THEN
-    PERFORM omb_append_events(v_installations, v_ids, array_fill('trigger.event'::text, ARRAY[cardinality(v_ords)]),
-                              v_triggers, v_automations, v_toolkits, v_slugs, v_accounts, v_received, v_data);
+    -- Every installation here is locked, so every event is appended; anything else is an error, never a loss.
+    IF (SELECT count(*) FROM omb_append_events(v_installations, v_ids, array_fill('trigger.event'::text, ARRAY[cardinality(v_ords)]),
+                                               v_triggers, v_automations, v_toolkits, v_slugs, v_accounts, v_received, v_data))
+       <> cardinality(v_ords) THEN
+      RAISE EXCEPTION 'omb_ingest_trigger_messages: not every event was appended';
+    END IF;
     INSERT INTO daily_usage AS u (installation_id, day, kept)
       SELECT k.installation_id, k.day, count(*) FROM unnest(v_installations, v_days) AS k(installation_id, day)
        GROUP BY k.installation_id, k.day

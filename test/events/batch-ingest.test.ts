@@ -166,4 +166,11 @@ describe('a batch of trigger messages', () => {
       expect(held.map((e) => e.position)).toEqual(expected.map((_, i) => i + 1));
     }
   });
+
+  it('fails loudly, never silently, when an append finds no installation', async () => {
+    await expect(
+      database.sql`select omb_append_event(${randomUUID()}::uuid, 'msg_nowhere', 'trigger.event', null, null, null, null, null,
+                                           now(), '{}'::jsonb)`,
+    ).rejects.toThrow(/does not exist/);
+  });
 });

@@ -1,0 +1,145 @@
+-- An append that finds no installation row fails loudly instead of appending nothing: the
+-- single form raises (as it did before 0013), and a batch checks that every event it kept was
+-- appended. Current bodies: migrations/functions/omb_append_event.sql and
+-- omb_ingest_trigger_messages.sql.
+CREATE OR REPLACE FUNCTION omb_append_event(
+  p_installation uuid,
+  p_id text,
+  p_type text,
+  p_trigger_id uuid,
+  p_automation_id text,
+  p_toolkit text,
+  p_trigger_slug text,
+  p_connected_account_id text,
+  p_received_at timestamptz,
+  p_data jsonb
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  v_position bigint;
+BEGIN
+  SELECT a.event_position INTO v_position
+    FROM omb_append_events(ARRAY[p_installation], ARRAY[p_id], ARRAY[p_type], ARRAY[p_trigger_id], ARRAY[p_automation_id],
+                           ARRAY[p_toolkit], ARRAY[p_trigger_slug], ARRAY[p_connected_account_id], ARRAY[p_received_at],
+                           ARRAY[p_data]) a;
+  IF v_position IS NULL THEN
+    RAISE EXCEPTION 'omb_append_event: installation % does not exist', p_installation;
+  END IF;
+  RETURN v_position;
+END;
+$$;
+--> statement-breakpoint
+CREATE OR REPLACE FUNCTION omb_ingest_trigger_messages(p_messages jsonb)
+RETURNS TABLE (
+  ordinal integer,
+  outcome text,
+  installation uuid,
+  trigger_toolkit text,
+  trigger_filter jsonb,
+  queued text
+) LANGUAGE plpgsql AS $$
+DECLARE
+  m record;
+  r record;
+  v_ords integer[];
+  v_installations uuid[];
+  v_ids text[];
+  v_triggers uuid[];
+  v_automations text[];
+  v_toolkits text[];
+  v_slugs text[];
+  v_accounts text[];
+  v_received timestamptz[];
+  v_days date[];
+  v_data jsonb[];
+BEGIN
+  -- Triggers are looked up through LATERAL … LIMIT 1, an index probe per message: a join would
+  -- be planned for jsonb_array_elements' fixed estimate of 100 rows, as a scan of every trigger.
+  PERFORM 1 FROM installations i
+   WHERE i.id IN (SELECT tr.installation_id
+                    FROM jsonb_array_elements(p_messages) AS e
+                    CROSS JOIN LATERAL (SELECT t.installation_id FROM triggers t
+                                         WHERE t.composio_trigger_id = e.value->>'triggerId' LIMIT 1) tr)
+   ORDER BY i.id
+     FOR NO KEY UPDATE;
+
+  WITH msg AS (
+    SELECT e.ordinality::integer AS ord, e.value->>'eventId' AS event_id,
+           (e.value->>'receivedAt')::timestamptz AS received_at, (e.value->>'day')::date AS day, e.value->'data' AS data,
+           tr.id AS trigger_id, tr.installation_id, tr.automation_id, tr.toolkit, tr.trigger_slug, tr.connected_account_id,
+           (i.composio_user_id = e.value->>'userId' AND tr.enabled
+             AND (tr.filter = '{}'::jsonb OR (e.value->>'filterChecked')::boolean)) AS routable,
+           least((e.value->>'quotaStandard')::integer, (e.value->>'quotaPaid')::integer) AS below_any_plan
+      FROM jsonb_array_elements(p_messages) WITH ORDINALITY AS e
+      CROSS JOIN LATERAL (SELECT t.* FROM triggers t WHERE t.composio_trigger_id = e.value->>'triggerId' LIMIT 1) tr
+      JOIN installations i ON i.id = tr.installation_id
+  ), careful AS (
+    SELECT x.installation_id FROM msg x WHERE NOT x.routable
+    UNION
+    SELECT s.installation_id
+      FROM omb_events_seen((SELECT array_agg(x.installation_id ORDER BY x.ord) FROM msg x), (SELECT array_agg(x.event_id ORDER BY x.ord) FROM msg x),
+                           (SELECT array_agg(x.received_at ORDER BY x.ord) FROM msg x)) s
+    UNION
+    SELECT x.installation_id FROM msg x GROUP BY x.installation_id, x.event_id HAVING count(*) > 1
+    UNION
+    SELECT d.installation_id
+      FROM (SELECT x.installation_id, x.day, count(*) AS n, min(x.below_any_plan) AS below_any_plan
+              FROM msg x GROUP BY x.installation_id, x.day) d
+     WHERE coalesce((SELECT u.kept FROM daily_usage u WHERE u.installation_id = d.installation_id AND u.day = d.day), 0) + d.n
+           > d.below_any_plan
+  )
+  SELECT array_agg(x.ord ORDER BY x.ord), array_agg(x.installation_id ORDER BY x.ord), array_agg(x.event_id ORDER BY x.ord),
+         array_agg(x.trigger_id ORDER BY x.ord), array_agg(x.automation_id ORDER BY x.ord), array_agg(x.toolkit ORDER BY x.ord),
+         array_agg(x.trigger_slug ORDER BY x.ord), array_agg(x.connected_account_id ORDER BY x.ord),
+         array_agg(x.received_at ORDER BY x.ord), array_agg(x.day ORDER BY x.ord), array_agg(x.data ORDER BY x.ord)
+    INTO v_ords, v_installations, v_ids, v_triggers, v_automations, v_toolkits, v_slugs, v_accounts, v_received, v_days, v_data
+    FROM msg x
+   WHERE x.installation_id NOT IN (SELECT c.installation_id FROM careful c);
+
+  IF v_ords IS NOT NULL THEN
+    -- Every installation here is locked, so every event is appended; anything else is an error, never a loss.
+    IF (SELECT count(*) FROM omb_append_events(v_installations, v_ids, array_fill('trigger.event'::text, ARRAY[cardinality(v_ords)]),
+                                               v_triggers, v_automations, v_toolkits, v_slugs, v_accounts, v_received, v_data))
+       <> cardinality(v_ords) THEN
+      RAISE EXCEPTION 'omb_ingest_trigger_messages: not every event was appended';
+    END IF;
+    INSERT INTO daily_usage AS u (installation_id, day, kept)
+      SELECT k.installation_id, k.day, count(*) FROM unnest(v_installations, v_days) AS k(installation_id, day)
+       GROUP BY k.installation_id, k.day
+      ON CONFLICT (installation_id, day) DO UPDATE SET kept = u.kept + excluded.kept;
+    INSERT INTO trigger_daily_usage AS d (trigger_id, day, kept)
+      SELECT k.trigger_id, k.day, count(*) FROM unnest(v_triggers, v_days) AS k(trigger_id, day)
+       GROUP BY k.trigger_id, k.day
+      ON CONFLICT (trigger_id, day) DO UPDATE SET kept = d.kept + excluded.kept;
+    RETURN QUERY
+      SELECT k.ord, 'accepted'::text, k.installation_id, k.toolkit, NULL::jsonb, 'trigger.event'::text
+        FROM unnest(v_ords, v_installations, v_toolkits) AS k(ord, installation_id, toolkit);
+  END IF;
+
+  FOR m IN
+    SELECT e.ordinality::integer AS ord, e.value AS v
+      FROM jsonb_array_elements(p_messages) WITH ORDINALITY AS e
+      LEFT JOIN LATERAL (SELECT t.installation_id FROM triggers t
+                          WHERE t.composio_trigger_id = e.value->>'triggerId' LIMIT 1) tr ON true
+     WHERE NOT (e.ordinality::integer = ANY (coalesce(v_ords, '{}')))
+     ORDER BY tr.installation_id NULLS FIRST, e.ordinality
+  LOOP
+    SELECT * INTO r FROM omb_ingest_trigger_message(
+      m.v->>'eventId',
+      m.v->>'triggerId',
+      m.v->>'userId',
+      m.v->'data',
+      (m.v->>'receivedAt')::timestamptz,
+      (m.v->>'day')::date,
+      (m.v->>'filterChecked')::boolean,
+      (m.v->>'quotaStandard')::integer,
+      (m.v->>'quotaPaid')::integer);
+    ordinal := m.ord;
+    outcome := r.outcome;
+    installation := r.installation;
+    trigger_toolkit := r.trigger_toolkit;
+    trigger_filter := r.trigger_filter;
+    queued := r.queued;
+    RETURN NEXT;
+  END LOOP;
+END;
+$$;
