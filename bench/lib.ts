@@ -153,8 +153,8 @@ export function loadFigures(result: LoadResult): string[] {
 
 /**
  * A bench's run: a temporary folder (`dataDir`) and the clean-ups it registers (`cleanups`), run
- * in reverse whether the bench ends, fails or is interrupted (SIGINT/SIGTERM stop the brokers and
- * Postgres it started before leaving). `run(main)` runs the bench, then the clean-ups, and with
+ * in reverse whether the bench ends, fails or is interrupted (SIGINT/SIGTERM/SIGHUP, or its output
+ * closed by the reader, stop the brokers and Postgres it started before leaving). `run(main)` runs the bench, then the clean-ups, and with
  * `sayHowLong` prints how long it all took.
  */
 export async function benchRun(prefix: string) {
@@ -164,9 +164,12 @@ export async function benchRun(prefix: string) {
   const cleanUp = async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
   };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   }
+  // Output piped into a reader that stops early (`| head`): without this the write error would end
+  // the process at once, leaving its Postgres (a process group of its own) running.
+  process.stdout.once('error', () => void cleanUp().finally(() => process.exit(141)));
   return {
     startedAt,
     dataDir,
