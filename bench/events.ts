@@ -18,8 +18,10 @@ import {
   type LoadResult,
   line,
   loadFigures,
+  median,
   percentile,
   ROOT,
+  rounded,
   runLoad,
   startChild,
 } from './lib.js';
@@ -104,24 +106,14 @@ async function main(): Promise<void> {
 
   heading('Broker ÷ baseline in this run');
   const summary = {
-    ingestRateVsIdeal: round2(ingested.rateRatio),
-    ingestP99VsIdeal: round2(ingested.p99Ratio),
-    ingestP99Ms: { broker: round2(ingested.brokerP99), ideal: round2(ingested.idealP99) },
-    heldPollKiB: { broker: round2(held.broker.kibPerRequest), plainFastify: round2(held.plain.kibPerRequest) },
-    heldPollMemoryRatio: round2(held.broker.kibPerRequest / held.plain.kibPerRequest),
-    heldPollHeapKiB: { broker: round2(held.broker.heapKibPerRequest), plainFastify: round2(held.plain.heapKibPerRequest) },
+    ingestRateVsIdeal: rounded(ingested.rateRatio),
+    ingestP99VsIdeal: rounded(ingested.p99Ratio),
+    ingestP99Ms: { broker: rounded(ingested.brokerP99), ideal: rounded(ingested.idealP99) },
+    heldPollKiB: { broker: rounded(held.broker.kibPerRequest), plainFastify: rounded(held.plain.kibPerRequest) },
+    heldPollMemoryRatio: rounded(held.broker.kibPerRequest / held.plain.kibPerRequest),
+    heldPollHeapKiB: { broker: rounded(held.broker.heapKibPerRequest), plainFastify: rounded(held.plain.heapKibPerRequest) },
   };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
-}
-
-function round2(n: number): number {
-  return Math.round(n * 100) / 100;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** Installations with a token and one trigger each, written straight to the database. */

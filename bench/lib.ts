@@ -126,6 +126,16 @@ export function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** The middle value (the mean of the two middle ones for an even count): how paired rounds are summed up. */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Rounded to `digits` decimals, for the JSON line a bench ends with. */
+export const rounded = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
+
 export const fmt = {
   rate: (n: number) => `${Math.round(n).toLocaleString('en-US')}/s`,
   ms: (n: number) => `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`,

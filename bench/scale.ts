@@ -8,7 +8,20 @@ import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { dropExpiredDays } from '../src/events/retention.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
-import { benchRun, type Child, fmt, heading, httpCall, type LoadResult, line, percentile, runLoad, startChild } from './lib.js';
+import {
+  benchRun,
+  type Child,
+  fmt,
+  heading,
+  httpCall,
+  type LoadResult,
+  line,
+  median,
+  percentile,
+  rounded,
+  runLoad,
+  startChild,
+} from './lib.js';
 
 /**
  * `npm run bench:scale -- --rows N`: what the size of the queue costs. One embedded Postgres
@@ -148,17 +161,17 @@ async function main(): Promise<void> {
     rows: ROWS,
     rounds: ROUNDS,
     sharedBuffers: args['shared-buffers'] ?? '128MB',
-    ingestRatio: round2(ratio('ingestRate')),
-    ingestP50Ratio: round2(ratio('ingestP50')),
-    ingestP99Ratio: round2(ratio('ingestP99')),
-    walPerEventRatio: round2(ratio('walPerEvent')),
-    pollP50Ratio: round2(ratio('pollP50')),
-    pollP99Ratio: round2(ratio('pollP99')),
-    expireDaySeconds: round3(Math.max(...figures.expireDaySeconds!.full)),
-    ingestDuringExpiryRatio: round2(median(figures.ingestDuringExpiryRatio!.full)),
+    ingestRatio: rounded(ratio('ingestRate')),
+    ingestP50Ratio: rounded(ratio('ingestP50')),
+    ingestP99Ratio: rounded(ratio('ingestP99')),
+    walPerEventRatio: rounded(ratio('walPerEvent')),
+    pollP50Ratio: rounded(ratio('pollP50')),
+    pollP99Ratio: rounded(ratio('pollP99')),
+    expireDaySeconds: rounded(Math.max(...figures.expireDaySeconds!.full), 3),
+    ingestDuringExpiryRatio: rounded(median(figures.ingestDuringExpiryRatio!.full)),
     deadTuplesAfterExpiry: dead!.dead,
     walPerEventBytes: { empty: Math.round(median(figures.walPerEvent!.empty)), full: Math.round(median(figures.walPerEvent!.full)) },
-    ingestP99Ms: { empty: round2(median(figures.ingestP99!.empty)), full: round2(median(figures.ingestP99!.full)) },
+    ingestP99Ms: { empty: rounded(median(figures.ingestP99!.empty)), full: rounded(median(figures.ingestP99!.full)) },
     seconds: Math.round((performance.now() - startedAt) / 1000),
   };
   heading('Full ÷ empty (medians of the paired rounds)');
@@ -334,12 +347,5 @@ const loadLine = (load: LoadResult) => [
   `p99 ${fmt.ms(percentile(load.latenciesMs, 99))}`,
   ...(load.failures > 0 ? [`(${load.failures} failed)`] : []),
 ];
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-const round2 = (n: number) => Math.round(n * 100) / 100;
-const round3 = (n: number) => Math.round(n * 1000) / 1000;
 
 await run(main, { sayHowLong: false });
