@@ -82,6 +82,11 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
   const { clock, events } = deps;
   const limiter = new FailureLimiter(deps.counters, deps.badWebhooksPerMinute, 60_000, () => clock.now().getTime());
   const count = (outcome: WebhookOutcome) => events.outcomes.count(outcome);
+  /** An address over the bad-signature limit, counted as such. */
+  const overTheLimit = (retryAfter: number) => {
+    count('rate_limited');
+    return tooManyRequests('too many webhooks with bad signatures from this address', retryAfter);
+  };
   const book = new WebhookSecretBook(deps.database.sql, deps.secrets, app.log.child({ component: 'webhook-secrets' }));
   const stopWatching = events.onWebhookSecretsChanged(() => void book.reload());
   app.addHook('onReady', async () => book.start());
@@ -101,10 +106,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       // Before the body is read: an address sending bad signatures is turned away cheaply.
       onRequest: async (request) => {
         const retryAfter = limiter.retryAfterSeconds(request.ip);
-        if (retryAfter > 0) {
-          count('rate_limited');
-          throw tooManyRequests('too many webhooks with bad signatures from this address', retryAfter);
-        }
+        if (retryAfter > 0) throw overTheLimit(retryAfter);
       },
     },
     async (request) => {
@@ -127,10 +129,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       if (!verdict.ok && verdict.reason === 'bad_signature') verdict = await book.recheck(verdict, verify, () => clock.now());
       if (!verdict.ok) {
         const retryAfter = await limiter.recordFailure(request.ip);
-        if (retryAfter > 0) {
-          count('rate_limited');
-          throw tooManyRequests('too many webhooks with bad signatures from this address', retryAfter);
-        }
+        if (retryAfter > 0) throw overTheLimit(retryAfter);
         count('bad_signature');
         request.log.warn({ reason: verdict.reason, ip: request.ip }, 'webhook refused: bad signature');
         throw new AppError(401, 'invalid_signature', 'webhook signature is missing or invalid');
