@@ -18,6 +18,7 @@ import { webhookRoutes } from './events/webhook-routes.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { acceptEmptyJsonBodies } from './http/json.js';
 import { sharedRateLimitStore } from './http/rate-limit-store.js';
+import { requestLogger } from './http/request-logger.js';
 import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
 import { planRoutes } from './installations/grant-routes.js';
@@ -62,6 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: requestLogger,
     bodyLimit: config.limits.bodyLimitBytes,
     trustProxy: trustedProxies(config.trustProxy),
     requestIdHeader: false,
