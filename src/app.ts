@@ -34,6 +34,16 @@ import { signInLinkNoter } from './triggers/reconnect-job.js';
 import { triggerRoutes } from './triggers/routes.js';
 import { TriggerTypeCache } from './triggers/types.js';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * `false` on a route that never calls Composio: its requests get no caller scope (a long poll
+     * is held by the thousand and should carry nothing it does not use).
+     */
+    composioCalls?: false;
+  }
+}
+
 export interface AppDeps {
   config: Config;
   database: Database;
@@ -204,12 +214,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 /**
  * An installation's request makes its Composio calls as that installation (they queue behind its
  * own earlier calls, not behind other installations') and within one deadline for the whole
- * request, `COMPOSIO_TIMEOUT_MS` from the moment it is let in. Runs after the routes' guards.
+ * request, `COMPOSIO_TIMEOUT_MS` from the moment it is let in. Runs after the routes' guards;
+ * not for routes configured `composioCalls: false`.
  */
 function composioCallsPerRequest(app: FastifyInstance, timeoutMs: number): void {
   app.addHook('preHandler', (request, _reply, done) => {
     const installation = request.installation;
-    if (!installation) return done();
+    if (!installation || request.routeOptions.config.composioCalls === false) return done();
     runAsCaller({ flow: `installation:${installation.id}`, deadlineAt: performance.now() + timeoutMs }, done);
   });
 }

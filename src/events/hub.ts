@@ -3,10 +3,10 @@
  * again": waiters re-read the database, so a lost or merged notification never loses an event.
  * Nothing here holds a database connection.
  *
- * A held poll is the larger part of a broker's memory (10,000 at once is ordinary), so a waiter
- * is one small object: its timer calls a shared function with the waiter as argument, its
- * installation's only waiter is kept without a set around it, and a client that hangs up ends
- * the wait through `PollClient` rather than an `AbortSignal` (an event target and two maps each).
+ * A held poll is the larger part of a broker's memory (10,000 at once is ordinary), so a wait
+ * holds no promise: it tells its `Sleeper` why it ended by calling it, its timer calls a shared
+ * function with the waiter as argument, and an installation's only waiter is kept without a set
+ * around it.
  */
 
 export type WakeReason =
@@ -18,50 +18,20 @@ export type WakeReason =
   | 'closing'
   /** An operator disabled the installation. */
   | 'disabled'
-  /** The client went away. */
-  | 'aborted'
   /** The installation started more polls than it may hold: the oldest waiting one is answered now. */
   | 'superseded';
 
-export interface Subscription {
-  /** Settles once, with why the wait ended. */
-  readonly woken: Promise<WakeReason>;
-  /** Leaves the waiting room (idempotent); call it whatever happened. */
+/** Who waits: told once why the wait ended, unless the wait was cancelled first. */
+export interface Sleeper {
+  wake(reason: WakeReason): void;
+}
+
+export interface Wait {
+  /** Leaves the waiting room without waking the sleeper (idempotent). */
   cancel(): void;
 }
 
-/**
- * The client of one long poll: whether it has hung up, and the wait to end when it does. The
- * route calls `hangUp()` when the client's connection closes before the answer.
- */
-export class PollClient {
-  private hungUp = false;
-  /** The wait under way for this client, if any. */
-  private waiter: Waiter | undefined;
-
-  get gone(): boolean {
-    return this.hungUp;
-  }
-
-  hangUp(): void {
-    this.hungUp = true;
-    this.waiter?.settle('aborted');
-  }
-
-  /** @internal The hub's bookkeeping: which wait to end on a hang-up. */
-  watch(waiter: Waiter | undefined): void {
-    this.waiter = waiter;
-  }
-
-  /** @internal */
-  watching(waiter: Waiter): boolean {
-    return this.waiter === waiter;
-  }
-}
-
-class Waiter implements Subscription {
-  readonly woken: Promise<WakeReason>;
-  private resolve!: (reason: WakeReason) => void;
+class Waiter implements Wait {
   private readonly timer: NodeJS.Timeout;
   private done = false;
 
@@ -69,26 +39,26 @@ class Waiter implements Subscription {
     private readonly hub: EventHub,
     readonly installationId: string,
     timeoutMs: number,
-    private readonly client: PollClient | undefined,
+    private readonly sleeper: Sleeper,
   ) {
-    this.woken = new Promise<WakeReason>((resolve) => {
-      this.resolve = resolve;
-    });
     this.timer = setTimeout(timedOut, Math.max(0, timeoutMs), this);
-    client?.watch(this);
   }
 
   settle(reason: WakeReason): void {
-    if (this.done) return;
-    this.done = true;
-    clearTimeout(this.timer);
-    if (this.client?.watching(this)) this.client.watch(undefined);
-    this.hub.forget(this);
-    this.resolve(reason);
+    if (this.leave()) this.sleeper.wake(reason);
   }
 
   cancel(): void {
-    this.settle('aborted');
+    this.leave();
+  }
+
+  /** False when the waiter had already left. */
+  private leave(): boolean {
+    if (this.done) return false;
+    this.done = true;
+    clearTimeout(this.timer);
+    this.hub.forget(this);
+    return true;
   }
 }
 
@@ -111,18 +81,17 @@ export class EventHub {
   }
 
   /**
-   * Waits for the next wake of `installationId`, at most `timeoutMs`, or until `client` hangs up.
-   * Subscribe BEFORE reading the queue, so a commit between the read and the wait still wakes
-   * this waiter.
+   * Waits for the next wake of `installationId`, at most `timeoutMs`; `sleeper.wake` says why it
+   * ended. Wait BEFORE reading the queue, so a commit between the read and the wait still wakes
+   * the sleeper. No wait (`undefined`) once the broker is closing: answer at once.
    */
-  subscribe(installationId: string, timeoutMs: number, client?: PollClient): Subscription {
-    if (this.closing) return settled('closing');
-    if (client?.gone) return settled('aborted');
+  wait(installationId: string, timeoutMs: number, sleeper: Sleeper): Wait | undefined {
+    if (this.closing) return undefined;
     // A Set keeps insertion order: the first is the oldest waiter.
     for (let held = this.held(installationId); held.length >= this.perInstallation; held = this.held(installationId)) {
       held[0]!.settle('superseded');
     }
-    const waiter = new Waiter(this, installationId, timeoutMs, client);
+    const waiter = new Waiter(this, installationId, timeoutMs, sleeper);
     const existing = this.waiters.get(installationId);
     if (existing === undefined) this.waiters.set(installationId, waiter);
     else if (existing instanceof Set) existing.add(waiter);
@@ -172,8 +141,4 @@ export class EventHub {
   private settleAll(installationId: string, reason: WakeReason): void {
     for (const waiter of this.held(installationId)) waiter.settle(reason);
   }
-}
-
-function settled(reason: WakeReason): Subscription {
-  return { woken: Promise.resolve(reason), cancel: () => {} };
 }

@@ -3,7 +3,7 @@ import type { Sql } from '../db/database.js';
 import { unauthorized } from '../errors.js';
 import { installationDisabled } from '../installations/guard.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
-import type { EventHub, PollClient } from './hub.js';
+import type { EventHub, Sleeper, Wait, WakeReason } from './hub.js';
 import { acknowledge, type QueuedEvent, type QueueSlice, readQueue } from './queue.js';
 
 export interface PollAnswer {
@@ -18,59 +18,173 @@ export interface PollResult {
   readonly shuttingDown: boolean;
 }
 
+export interface PollDeps {
+  readonly sql: Sql;
+  readonly hub: EventHub;
+}
+
+export interface PollRequest {
+  readonly installationId: string;
+  readonly cursor: string | undefined;
+  readonly limit: number;
+  readonly waitMs: number;
+}
+
+/** Called once, with the poll's failure (an `HttpError` or a database error) or its result. */
+export type PollDone = (error: Error | null, result?: PollResult) => void;
+
+/** A long poll under way. */
+export interface HeldPoll {
+  /** Its client's connection closed before the answer: stop waiting, answer what there is. */
+  hangUp(): void;
+}
+
 /**
  * One long poll of an installation's queue. A `cursor` acknowledges everything up to it and the
  * poll reads after it; without one, the poll reads after the last acknowledged event. With
- * nothing to return it waits up to `waitMs` for a wake from the hub, then reads again.
- * `client` ends the wait when it hangs up.
+ * nothing to return it waits up to `waitMs` for a wake from the hub, then reads again. `done` is
+ * called once, with the answer or the failure.
+ *
+ * Not an async function: while it waits, a poll is this one object and its timer, with no
+ * suspended frame or promise (10,000 held polls are ordinary).
  */
-export async function pollEvents(
-  deps: { sql: Sql; hub: EventHub },
-  request: { installationId: string; cursor: string | undefined; limit: number; waitMs: number; client?: PollClient },
-): Promise<PollResult> {
-  const { sql, hub } = deps;
-  const { installationId, limit } = request;
-  let after: number | null = null;
-  if (request.cursor !== undefined) {
-    after = decodeCursor(installationId, request.cursor);
-    if (!(await acknowledge(sql, installationId, after))) throw unauthorized();
-  }
-
-  const deadline = performance.now() + request.waitMs;
-  for (;;) {
-    const remaining = deadline - performance.now();
-    // Subscribe before reading: a commit between the read and the wait still wakes us.
-    const subscription = remaining > 0 ? hub.subscribe(installationId, remaining, request.client) : undefined;
-    try {
-      const slice = await readOnce(sql, installationId, after, limit);
-      if (!slice) throw unauthorized();
-      // Later reads start where the first one did, even if the acknowledged position moves meanwhile.
-      after = slice.through;
-      if (slice.events.length > 0 || !subscription) return { answer: answerWith(installationId, slice), shuttingDown: false };
-      switch (await subscription.woken) {
-        case 'event':
-        case 'timeout':
-          continue;
-        case 'superseded':
-          // The installation opened more polls than it may hold; this, the oldest, ends now.
-          return { answer: answerWith(installationId, slice), shuttingDown: false };
-        case 'closing':
-          return { answer: answerWith(installationId, slice), shuttingDown: true };
-        case 'aborted':
-          // Nobody is listening any more; whatever is answered goes nowhere.
-          return { answer: answerWith(installationId, slice), shuttingDown: false };
-        case 'disabled':
-          throw installationDisabled();
-      }
-    } finally {
-      subscription?.cancel();
-    }
-  }
+export function pollEvents(deps: PollDeps, request: PollRequest, done: PollDone): HeldPoll {
+  const poll = new LongPoll(deps, request.installationId, request.limit, request.waitMs, done);
+  poll.start(request.cursor);
+  return poll;
 }
 
-function answerWith(installationId: string, slice: QueueSlice): PollAnswer {
-  const answer = { events: slice.events, cursor: encodeCursor(installationId, slice.through) };
-  return slice.gap ? { ...answer, gap: true } : answer;
+class LongPoll implements Sleeper, HeldPoll {
+  /** Where reads start: set by the cursor, then by each read, even if the acknowledged position moves meanwhile. */
+  private after: number | null = null;
+  private deadline = 0;
+  private wait: Wait | undefined;
+  /** `reading`: a read is under way (a wake now is kept in `woken` for its end); `idle`: the last read was empty, the next wake decides. */
+  private state: 'reading' | 'idle' | 'finished' = 'reading';
+  private woken: WakeReason | undefined;
+  /** The last read found events after the start already removed by retention. */
+  private gap = false;
+  private hungUp = false;
+
+  constructor(
+    private readonly deps: PollDeps,
+    private readonly installationId: string,
+    private readonly limit: number,
+    private readonly waitMs: number,
+    private readonly done: PollDone,
+  ) {}
+
+  start(cursor: string | undefined): void {
+    if (cursor === undefined) {
+      this.begin();
+      return;
+    }
+    try {
+      this.after = decodeCursor(this.installationId, cursor);
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    acknowledge(this.deps.sql, this.installationId, this.after)
+      .then((known) => (known ? this.begin() : this.fail(unauthorized())))
+      .catch((error: unknown) => this.fail(error));
+  }
+
+  hangUp(): void {
+    if (this.hungUp) return;
+    this.hungUp = true;
+    this.wait?.cancel();
+    this.wait = undefined;
+    // Nobody is listening any more; whatever is answered goes nowhere. A read under way answers
+    // when it ends, since there is no wait left.
+    if (this.state === 'idle') this.answer(false);
+  }
+
+  wake(reason: WakeReason): void {
+    this.wait = undefined;
+    if (this.state === 'reading') this.woken = reason;
+    else if (this.state === 'idle') this.decide(reason);
+  }
+
+  private begin(): void {
+    this.deadline = performance.now() + this.waitMs;
+    this.read();
+  }
+
+  private read(): void {
+    this.state = 'reading';
+    this.woken = undefined;
+    const remaining = this.deadline - performance.now();
+    // Wait before reading: a commit between the read and the wait still wakes this poll.
+    if (remaining > 0 && !this.hungUp) {
+      this.wait = this.deps.hub.wait(this.installationId, remaining, this);
+      if (!this.wait) this.woken = 'closing';
+    }
+    readOnce(this.deps.sql, this.installationId, this.after, this.limit)
+      .then((slice) => this.onRead(slice))
+      .catch((error: unknown) => this.fail(error));
+  }
+
+  private onRead(slice: QueueSlice | null): void {
+    if (this.state !== 'reading') return;
+    if (!slice) {
+      this.fail(unauthorized());
+      return;
+    }
+    this.after = slice.through;
+    this.gap = slice.gap;
+    if (slice.events.length > 0) this.finish({ answer: this.answerWith(slice.events), shuttingDown: false });
+    else if (this.hungUp || (!this.wait && !this.woken)) this.answer(false);
+    else if (this.woken) this.decide(this.woken);
+    else this.state = 'idle';
+  }
+
+  /** After an empty read, what a wake means. */
+  private decide(reason: WakeReason): void {
+    switch (reason) {
+      case 'event':
+      case 'timeout':
+        this.read();
+        break;
+      case 'superseded':
+        // The installation opened more polls than it may hold; this, the oldest, ends now.
+        this.answer(false);
+        break;
+      case 'closing':
+        this.answer(true);
+        break;
+      case 'disabled':
+        this.fail(installationDisabled());
+        break;
+    }
+  }
+
+  /** Answers with the last, empty read. */
+  private answer(shuttingDown: boolean): void {
+    this.finish({ answer: this.answerWith([]), shuttingDown });
+  }
+
+  private answerWith(events: QueuedEvent[]): PollAnswer {
+    const answer = { events, cursor: encodeCursor(this.installationId, this.after!) };
+    return this.gap ? { ...answer, gap: true } : answer;
+  }
+
+  private finish(result: PollResult): void {
+    if (this.end()) this.done(null, result);
+  }
+
+  private fail(error: unknown): void {
+    if (this.end()) this.done(error instanceof Error ? error : new Error(String(error)));
+  }
+
+  /** False when the poll had already ended. */
+  private end(): boolean {
+    if (this.state === 'finished') return false;
+    this.state = 'finished';
+    this.wait?.cancel();
+    this.wait = undefined;
+    return true;
+  }
 }
 
 /**

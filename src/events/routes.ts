@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { POLL_WAIT_CAP_SECONDS } from '../config.js';
@@ -8,7 +8,6 @@ import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
-import { PollClient } from './hub.js';
 import { pollEvents } from './poll.js';
 import { acknowledge } from './queue.js';
 import type { EventsRuntime } from './runtime.js';
@@ -108,33 +107,40 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
       429: refusals.installationEventsRateLimited,
     },
   };
-  const limit = perInstallationLimit(deps.requestsPerMinute, 'too many event requests for this installation');
+  // Neither route calls Composio.
+  const config = {
+    ...perInstallationLimit(deps.requestsPerMinute, 'too many event requests for this installation'),
+    composioCalls: false as const,
+  };
   // The token is checked before the query is validated: without one, nothing else is said.
-  // Not an async function: a held poll keeps no suspended frame of its own, only pollEvents'.
-  app.get('/v1/events', { preValidation: guard, schema: poll, config: limit }, (request, reply) => {
+  const pollDeps = { sql, hub: events.hub };
+  // Not an async function, and answered through `reply.send`: a held poll is the poll's object,
+  // its timer and the two callbacks here, with no promise or suspended frame around them.
+  app.get('/v1/events', { preValidation: guard, schema: poll, config }, (request, reply) => {
     const { query } = request;
-    // The response's `close` comes before the answer when the client hangs up: stop waiting then.
-    // (No `off`: the response is this request's alone, and a `close` after the answer changes nothing.)
-    const client = new PollClient();
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableEnded) client.hangUp();
-    });
-    // A client that hung up while its token was being checked has no `close` left to send.
-    if (request.raw.socket.destroyed) client.hangUp();
-    return pollEvents(
-      { sql, hub: events.hub },
+    const held = pollEvents(
+      pollDeps,
       {
         installationId: request.installation.id,
         cursor: query.cursor,
         limit: query.limit,
         waitMs: Math.min(query.wait, deps.pollMaxWaitSeconds) * 1000,
-        client,
       },
-    ).then(({ answer, shuttingDown }) => {
-      if (shuttingDown) void reply.header('connection', 'close');
-      if (answer.events.length > 0) deps.onDelivered?.(answer.events.length);
-      return answer;
+      (error, result) => {
+        // An Error sent goes through the error handler, as if the handler had thrown it.
+        if (error || !result) return void (reply as FastifyReply).send(error);
+        if (result.shuttingDown) void reply.header('connection', 'close');
+        if (result.answer.events.length > 0) deps.onDelivered?.(result.answer.events.length);
+        void reply.send(result.answer);
+      },
+    );
+    // The response's `close` comes before the answer when the client hangs up: stop waiting then.
+    // (No `off`: the response is this request's alone, and a `close` after the answer changes nothing.)
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableEnded) held.hangUp();
     });
+    // A client that hung up while its token was being checked has no `close` left to send.
+    if (request.raw.socket.destroyed) held.hangUp();
   });
 
   const ack = {
@@ -150,7 +156,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
       429: refusals.installationEventsRateLimited,
     },
   };
-  app.post('/v1/events/ack', { preValidation: guard, schema: ack, config: limit }, async (request, reply) => {
+  app.post('/v1/events/ack', { preValidation: guard, schema: ack, config }, async (request, reply) => {
     const { cursor } = request.body;
     const installationId = request.installation.id;
     if (!(await acknowledge(sql, installationId, decodeCursor(installationId, cursor)))) throw unauthorized();

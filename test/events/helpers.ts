@@ -2,11 +2,32 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { signWebhook } from '../../src/composio/webhook-signature.js';
 import type { Env } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
+import type { EventHub, WakeReason } from '../../src/events/hub.js';
 import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { createLogger } from '../../src/logger.js';
 import { buildTestApp, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+/**
+ * A wait in `hub` as a promise of why it ended: `closing` when the hub would not wait (it is
+ * closing), `cancelled` when `cancel()` came first (the hub itself never says so).
+ */
+export function waitIn(hub: EventHub, installationId: string, timeoutMs: number) {
+  let resolve!: (reason: WakeReason | 'cancelled') => void;
+  const woken = new Promise<WakeReason | 'cancelled'>((settle) => {
+    resolve = settle;
+  });
+  const wait = hub.wait(installationId, timeoutMs, { wake: resolve });
+  if (!wait) resolve('closing');
+  return {
+    woken,
+    cancel: () => {
+      wait?.cancel();
+      resolve('cancelled');
+    },
+  };
+}
 
 /** The secret test brokers are configured with (`COMPOSIO_WEBHOOK_SECRET`). */
 export const SECRET = 'whsec_test_events_secret_0123456789';

@@ -5,6 +5,7 @@ import { EventListener } from '../../src/events/listener.js';
 import { createLogger } from '../../src/logger.js';
 import { LogCapture } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { waitIn } from './helpers.js';
 
 let database: TestDatabase;
 let admin: postgres.Sql;
@@ -31,7 +32,7 @@ describe('the event listener', () => {
       await database.sql`select pg_terminate_backend(pid) from pg_stat_activity
                          where datname = current_database() and query ilike 'listen%' and pid <> pg_backend_pid()`;
       await new Promise((resolve) => setTimeout(resolve, 600));
-      const waiting = hub.subscribe('installation-a', 10_000);
+      const waiting = waitIn(hub, 'installation-a', 10_000);
       await admin.unsafe(`alter database ${database.name} allow_connections true`);
 
       const started = performance.now();
@@ -39,7 +40,7 @@ describe('the event listener', () => {
       expect(performance.now() - started).toBeLessThan(3_000);
 
       // And notifications arrive again.
-      const next = hub.subscribe('installation-b', 5_000);
+      const next = waitIn(hub, 'installation-b', 5_000);
       await new Promise((resolve) => setTimeout(resolve, 300));
       await database.sql`select pg_notify('omb_events', 'installation-b')`;
       expect(await next.woken).toBe('event');
@@ -63,12 +64,12 @@ describe('the event listener', () => {
     await listener.start();
     expect(await listeners()).toBe(1);
 
-    const woken = hub.subscribe('installation-c', 10_000);
+    const woken = waitIn(hub, 'installation-c', 10_000);
     await database.sql`select pg_terminate_backend(pid) from pg_stat_activity
                        where datname = current_database() and application_name = 'omb-listen-test'`;
     expect(await woken.woken).toBe('event');
 
-    const notified = hub.subscribe('installation-d', 5_000);
+    const notified = waitIn(hub, 'installation-d', 5_000);
     await new Promise((resolve) => setTimeout(resolve, 200));
     await database.sql`select pg_notify('omb_events', 'installation-d')`;
     expect(await notified.woken).toBe('event');
