@@ -41,7 +41,8 @@ class Waiter implements Wait {
     timeoutMs: number,
     private readonly sleeper: Sleeper,
   ) {
-    this.timer = setTimeout(timedOut, Math.max(0, timeoutMs), this);
+    // Whole milliseconds: a fractional delay would be one more boxed number per held poll.
+    this.timer = setTimeout(timedOut, Math.max(0, Math.ceil(timeoutMs)), this);
   }
 
   settle(reason: WakeReason): void {

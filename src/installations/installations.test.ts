@@ -136,6 +136,10 @@ describe('GET /v1/me', () => {
       quota: { eventsPerDay: 500, keptToday: 0, skippedToday: 0, resetsAt: '2026-11-30T00:00:00.000Z' },
       createdAt: expect.any(String),
     });
+    // When it registered, to the millisecond.
+    const [row] = await t.database.sql<{ at: string }[]>`
+      select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at from installations where id = ${installationId}`;
+    expect(body.createdAt).toBe(row!.at);
   });
 
   it.each([

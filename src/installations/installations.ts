@@ -14,7 +14,8 @@ export interface Installation {
   readonly composioUserId: string;
   readonly sessionId: string | null;
   readonly sessionMcpUrl: string | null;
-  readonly createdAt: Date;
+  /** When it registered, in milliseconds since the epoch (a number: every authenticated request carries this). */
+  readonly createdAtMs: number;
 }
 
 export async function registerInstallation(
@@ -55,7 +56,7 @@ export async function authenticate(sql: Sql, token: string): Promise<Installatio
     composioUserId: row.composio_user_id,
     sessionId: row.session_id,
     sessionMcpUrl: row.session_mcp_url,
-    createdAt: new Date(row.created_at),
+    createdAtMs: new Date(row.created_at).getTime(),
   };
 }
 
@@ -78,6 +79,6 @@ export async function describeInstallation(db: Db, installation: Installation, q
       skippedToday: usage.skipped,
       resetsAt: nextUtcMidnight(now).toISOString(),
     },
-    createdAt: installation.createdAt.toISOString(),
+    createdAt: new Date(installation.createdAtMs).toISOString(),
   };
 }
