@@ -92,10 +92,9 @@ async function main(): Promise<void> {
   const description = `2 brokers (pool 12 each), ${installations.length.toLocaleString('en-US')} installations, loopback`;
   process.stdout.write(`Ready: ${description}; load from this process (Node ${process.version}).\n`);
 
-  const ingested = await ingest(sql, brokerA, baseline, ingestSet);
-  await latency(sql, embedded.url, brokerA, brokerB, latencySet);
-  // Memory is compared between two fresh processes, each warmed up first, so neither carries
-  // the heap an earlier part of the bench left it.
+  // Memory is compared first, between two fresh processes, each warmed up first, while the
+  // database is quiet: neither carries the heap an earlier part of the bench left it, nor
+  // background work on a table the ingest filled.
   const pollBroker = await startChild('src/main.ts', { ...brokerEnv, NODE_OPTIONS: MEMORY_PROBE });
   const pollBaseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET, NODE_OPTIONS: MEMORY_PROBE });
   cleanups.push(
@@ -103,6 +102,8 @@ async function main(): Promise<void> {
     () => pollBaseline.stop(),
   );
   const held = await longPolls(pollBroker, pollBaseline, pollSet);
+  const ingested = await ingest(sql, brokerA, baseline, ingestSet);
+  await latency(sql, embedded.url, brokerA, brokerB, latencySet);
 
   heading('Broker ÷ baseline in this run');
   const summary = {
@@ -371,7 +372,7 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
   line(
     'broker: GET /v1/events?wait=25 held',
     `${fmt.int(brokerFigures.held)} polls`,
-    `${fmt.kib(brokerFigures.kibPerRequest)} RSS each (${fmt.kib(brokerFigures.heapKibPerRequest)} of it JS heap), after a full GC`,
+    `${fmt.kib(brokerFigures.kibPerRequest)} resident each (${fmt.kib(brokerFigures.heapKibPerRequest)} of it JS heap), after a compacting GC`,
     `GET /health meanwhile (reads the database) p50 ${fmt.ms(brokerFigures.otherP50)}, p99 ${fmt.ms(brokerFigures.otherP99)}`,
     `SIGTERM → all answered ${fmt.ms(brokerFigures.releaseMs)}`,
   );
@@ -386,7 +387,7 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
   line(
     'baseline: plain Fastify route holding idle requests',
     `${fmt.int(plain.held)} requests`,
-    `${fmt.kib(plain.kibPerRequest)} RSS each (${fmt.kib(plain.heapKibPerRequest)} of it JS heap), after a full GC`,
+    `${fmt.kib(plain.kibPerRequest)} resident each (${fmt.kib(plain.heapKibPerRequest)} of it JS heap), after a compacting GC`,
     `GET /health meanwhile p50 ${fmt.ms(plain.otherP50)}, p99 ${fmt.ms(plain.otherP99)}`,
     `release all → answered ${fmt.ms(plain.releaseMs)}`,
   );
@@ -395,7 +396,10 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
 
 /**
  * Opens `count` requests that the server holds, each on its own socket (in waves, so the listen
- * backlog never overflows), then measures what holding them costs.
+ * backlog never overflows), then measures what holding them costs. Memory is read twice, once a
+ * fifth of them are held and once all are: the cost per request is the slope between the two, so
+ * what the first arrivals set up once (a heap grown for the arrival rate, buffers kept by the
+ * allocator) is not spread over the requests.
  */
 async function hold(options: {
   server: Child;
@@ -405,35 +409,42 @@ async function hold(options: {
   release: () => Promise<void>;
 }) {
   const agent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
-  const before = await memoryAfterGc(options.server);
   let answered = 0;
   let lastAnsweredAt = 0;
   const pending: Array<Promise<void>> = [];
-  for (let i = 0; i < options.count; i++) {
-    pending.push(
-      options.request(agent, i).then(
-        () => {
-          answered++;
-          lastAnsweredAt = performance.now();
-        },
-        () => {
-          answered++;
-          lastAnsweredAt = performance.now();
-        },
-      ),
-    );
-    if (i % 500 === 499) await sleep(50);
-  }
-  let held = 0;
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    held = await options.heldNow();
-    if (held >= options.count) break;
-    await sleep(100);
-  }
-  await sleep(300);
-  const after = await memoryAfterGc(options.server);
+  const open = async (from: number, to: number) => {
+    for (let i = from; i < to; i++) {
+      pending.push(
+        options.request(agent, i).then(
+          () => {
+            answered++;
+            lastAnsweredAt = performance.now();
+          },
+          () => {
+            answered++;
+            lastAnsweredAt = performance.now();
+          },
+        ),
+      );
+      if (i % 500 === 499) await sleep(50);
+    }
+    let held = 0;
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      held = await options.heldNow();
+      if (held >= to) break;
+      await sleep(100);
+    }
+    // Let the arrival's own work (reads, freed buffers) wind down before reading memory.
+    await sleep(1_000);
+    return { held, memory: await memoryAfterGc(options.server) };
+  };
+  const first = await open(0, Math.floor(options.count / 5));
+  const all = await open(Math.floor(options.count / 5), options.count);
+  const { held } = all;
   const heldAnsweredEarly = answered;
+  const added = Math.max(1, all.held - first.held);
+  const [before, after] = [first.memory, all.memory];
 
   const other = new Agent({ keepAlive: true, maxSockets: 1 });
   const times: number[] = [];
@@ -451,18 +462,27 @@ async function hold(options: {
   if (heldAnsweredEarly > 0) process.stdout.write(`  (note: ${heldAnsweredEarly} requests were answered before the release)\n`);
   return {
     held,
-    kibPerRequest: (after.rss - before.rss) / 1024 / Math.max(1, held),
-    heapKibPerRequest: (after.heapUsed + after.external - before.heapUsed - before.external) / 1024 / Math.max(1, held),
+    // Anonymous resident memory, less the young generation (see bench/memory-probe.mjs).
+    kibPerRequest: (after.anonymous - after.youngGeneration - (before.anonymous - before.youngGeneration)) / 1024 / added,
+    heapKibPerRequest: (after.heapUsed + after.external - before.heapUsed - before.external) / 1024 / added,
     otherP50: percentile(times, 50),
     otherP99: percentile(times, 99),
     releaseMs: lastAnsweredAt - releasedAt,
   };
 }
 
-/** The process's memory right after a full garbage collection, as bench/memory-probe.mjs reports it. */
-async function memoryAfterGc(child: Child): Promise<NodeJS.MemoryUsage> {
+/** What bench/memory-probe.mjs reports, in bytes. */
+interface ProbedMemory extends NodeJS.MemoryUsage {
+  /** Anonymous resident memory (`RssAnon`). */
+  anonymous: number;
+  /** The young generation's size, part of `anonymous`. */
+  youngGeneration: number;
+}
+
+/** The process's memory right after a full, compacting garbage collection, as bench/memory-probe.mjs reports it. */
+async function memoryAfterGc(child: Child): Promise<ProbedMemory> {
   const stderr = child.process.stderr!;
-  const report = new Promise<NodeJS.MemoryUsage>((resolve, reject) => {
+  const report = new Promise<ProbedMemory>((resolve, reject) => {
     let text = '';
     const timer = setTimeout(() => {
       stderr.off('data', onData);
@@ -474,7 +494,7 @@ async function memoryAfterGc(child: Child): Promise<NodeJS.MemoryUsage> {
       if (!match) return;
       clearTimeout(timer);
       stderr.off('data', onData);
-      resolve(JSON.parse(match[1]!) as NodeJS.MemoryUsage);
+      resolve(JSON.parse(match[1]!) as ProbedMemory);
     };
     stderr.on('data', onData);
   });
