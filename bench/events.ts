@@ -110,11 +110,26 @@ async function main(): Promise<void> {
     ingestRateVsIdeal: rounded(ingested.rateRatio),
     ingestP99VsIdeal: rounded(ingested.p99Ratio),
     ingestP99Ms: { broker: rounded(ingested.brokerP99), ideal: rounded(ingested.idealP99) },
-    heldPollKiB: { broker: rounded(held.broker.kibPerRequest), plainFastify: rounded(held.plain.kibPerRequest) },
-    heldPollMemoryRatio: rounded(held.broker.kibPerRequest / held.plain.kibPerRequest),
     heldPollHeapKiB: { broker: rounded(held.broker.heapKibPerRequest), plainFastify: rounded(held.plain.heapKibPerRequest) },
+    heldPollHeapRatio: rounded(held.broker.heapKibPerRequest / held.plain.heapKibPerRequest),
+    // null when a process gave memory back between its two readings (see `residentKib`).
+    heldPollKiB: { broker: residentKib(held.broker), plainFastify: residentKib(held.plain) },
+    heldPollResidentRatio:
+      residentKib(held.broker) === null || residentKib(held.plain) === null
+        ? null
+        : rounded(held.broker.kibPerRequest / held.plain.kibPerRequest),
   };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
+}
+
+/**
+ * Resident memory per held request, or null when it is not a measure of the requests: less than
+ * the JS heap they added means the process gave back memory it held for something else between
+ * the two readings (the allocator returning what the compiler or the collector's threads had
+ * used), which happens in some runs and would land on either side.
+ */
+function residentKib(figures: { kibPerRequest: number; heapKibPerRequest: number }): number | null {
+  return figures.kibPerRequest < figures.heapKibPerRequest ? null : rounded(figures.kibPerRequest);
 }
 
 /** Installations with a token and one trigger each, written straight to the database. */
@@ -372,7 +387,7 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
   line(
     'broker: GET /v1/events?wait=25 held',
     `${fmt.int(brokerFigures.held)} polls`,
-    `${fmt.kib(brokerFigures.kibPerRequest)} resident each (${fmt.kib(brokerFigures.heapKibPerRequest)} of it JS heap), after a compacting GC`,
+    `${fmt.kib(brokerFigures.heapKibPerRequest)} JS heap each, ${residentText(brokerFigures)}, after a compacting GC`,
     `GET /health meanwhile (reads the database) p50 ${fmt.ms(brokerFigures.otherP50)}, p99 ${fmt.ms(brokerFigures.otherP99)}`,
     `SIGTERM → all answered ${fmt.ms(brokerFigures.releaseMs)}`,
   );
@@ -387,11 +402,18 @@ async function longPolls(broker: Child, baseline: Child, installations: Seeded[]
   line(
     'baseline: plain Fastify route holding idle requests',
     `${fmt.int(plain.held)} requests`,
-    `${fmt.kib(plain.kibPerRequest)} resident each (${fmt.kib(plain.heapKibPerRequest)} of it JS heap), after a compacting GC`,
+    `${fmt.kib(plain.heapKibPerRequest)} JS heap each, ${residentText(plain)}, after a compacting GC`,
     `GET /health meanwhile p50 ${fmt.ms(plain.otherP50)}, p99 ${fmt.ms(plain.otherP99)}`,
     `release all → answered ${fmt.ms(plain.releaseMs)}`,
   );
   return { broker: brokerFigures, plain };
+}
+
+function residentText(figures: { kibPerRequest: number; heapKibPerRequest: number }): string {
+  const resident = residentKib(figures);
+  return resident === null
+    ? `resident not measurable this run (${fmt.kib(figures.kibPerRequest)}: memory given back between the readings)`
+    : `${fmt.kib(resident)} resident`;
 }
 
 /**
