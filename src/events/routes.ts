@@ -112,8 +112,8 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     ...perInstallationLimit(deps.requestsPerMinute, 'too many event requests for this installation'),
     composioCalls: false as const,
   };
-  // The token is checked before the query is validated: without one, nothing else is said.
   const pollDeps = { sql, hub: events.hub };
+  // The token is checked before the query is validated: without one, nothing else is said.
   // Not an async function, and answered through `reply.send`: a held poll is the poll's object,
   // its timer and the two callbacks here, with no promise or suspended frame around them.
   app.get('/v1/events', { preValidation: guard, schema: poll, config }, (request, reply) => {
