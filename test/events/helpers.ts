@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { signWebhook } from '../../src/composio/webhook-signature.js';
 import type { Env } from '../../src/config.js';
-import type { Database } from '../../src/db/database.js';
+import type { Database, Sql } from '../../src/db/database.js';
 import type { EventHub, WakeReason } from '../../src/events/hub.js';
 import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
@@ -27,6 +27,19 @@ export function waitIn(hub: EventHub, installationId: string, timeoutMs: number)
       resolve('cancelled');
     },
   };
+}
+
+/** `sql` that counts the queue reads (`omb_read_queue`) sent through it; `reads()` says how many so far. */
+export function countingQueueReads(sql: Sql): { sql: Sql; reads: () => number } {
+  let reads = 0;
+  const counted = new Proxy(sql, {
+    apply(target, thisArg, args: unknown[]) {
+      const strings = args[0];
+      if (Array.isArray(strings) && strings.join('?').includes('omb_read_queue')) reads++;
+      return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args);
+    },
+  }) as Sql;
+  return { sql: counted, reads: () => reads };
 }
 
 /** The secret test brokers are configured with (`COMPOSIO_WEBHOOK_SECRET`). */

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Sql } from '../../src/db/database.js';
 import { register } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { until } from '../support/http.js';
-import { buildEventsApp, type EventsTestApp, insertTrigger, signed, triggerMessage } from './helpers.js';
+import { buildEventsApp, countingQueueReads, type EventsTestApp, insertTrigger, signed, triggerMessage } from './helpers.js';
 
 /**
  * What one installation's polls may cost the broker: a few waiting polls at most, a bounded
@@ -12,24 +11,17 @@ import { buildEventsApp, type EventsTestApp, insertTrigger, signed, triggerMessa
 
 let base: TestDatabase;
 let t: EventsTestApp;
-/** Queue reads (the poll's `readQueue` statement) the app has sent. */
-let queueReads = 0;
-
-/** The app's database, counting the queue reads that go through it. */
-function counting(database: TestDatabase): TestDatabase {
-  const sql = new Proxy(database.sql, {
-    apply(target, thisArg, args: unknown[]) {
-      const strings = args[0];
-      if (Array.isArray(strings) && strings.join('?').includes('omb_read_queue')) queueReads++;
-      return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args);
-    },
-  }) as Sql;
-  return { ...database, sql };
-}
+/** Queue reads through the app's database. */
+let queueReads: () => number;
 
 beforeAll(async () => {
   base = await createTestDatabase();
-  t = await buildEventsApp({ EVENT_REQUESTS_PER_MINUTE: '1000', REGISTRATIONS_PER_MINUTE: '1000' }, { database: counting(base) });
+  const counted = countingQueueReads(base.sql);
+  queueReads = counted.reads;
+  t = await buildEventsApp(
+    { EVENT_REQUESTS_PER_MINUTE: '1000', REGISTRATIONS_PER_MINUTE: '1000' },
+    { database: { ...base, sql: counted.sql } },
+  );
 });
 afterAll(async () => {
   await t?.app.close();
@@ -93,14 +85,14 @@ describe('a wake-up', () => {
     const waiting = Array.from({ length: 4 }, () => poll(auth, 'wait=10'));
     await until(() => t.events.hub.size === 4);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const before = queueReads;
+    const before = queueReads();
 
     const webhook = signed(triggerMessage(trigger, { n: 1 }), { at: t.clock.now() });
     const delivered = await t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
     expect(delivered.json()).toEqual({ outcome: 'accepted' });
     const answers = await Promise.all(waiting);
     for (const answer of answers) expect(answer.json().events.map((e: { id: string }) => e.id)).toEqual([webhook.id]);
-    expect(queueReads - before).toBe(1);
+    expect(queueReads() - before).toBe(1);
   });
 });
 

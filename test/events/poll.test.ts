@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Sql } from '../../src/db/database.js';
 import { AppError } from '../../src/errors.js';
 import { EventHub } from '../../src/events/hub.js';
 import { type PollResult, pollEvents } from '../../src/events/poll.js';
 import { register } from '../support/app.js';
 import { until } from '../support/http.js';
-import { buildEventsApp, type EventsTestApp, insertTrigger, signed, triggerMessage } from './helpers.js';
+import { buildEventsApp, countingQueueReads, type EventsTestApp, insertTrigger, signed, triggerMessage } from './helpers.js';
 
 /**
  * One long poll against the real queue, with a waiting room of the test's own: nothing wakes it
@@ -13,18 +12,11 @@ import { buildEventsApp, type EventsTestApp, insertTrigger, signed, triggerMessa
  */
 
 let t: EventsTestApp;
-/** Queue reads (`omb_read_queue`) sent through `counted`. */
-let queueReads = 0;
-let counted: Sql;
+/** The app's database, counting the queue reads (`omb_read_queue`) sent through it. */
+let counted: ReturnType<typeof countingQueueReads>;
 beforeAll(async () => {
   t = await buildEventsApp({ REGISTRATIONS_PER_MINUTE: '1000' });
-  counted = new Proxy(t.database.sql, {
-    apply(target, thisArg, args: unknown[]) {
-      const strings = args[0];
-      if (Array.isArray(strings) && strings.join('?').includes('omb_read_queue')) queueReads++;
-      return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args);
-    },
-  }) as Sql;
+  counted = countingQueueReads(t.database.sql);
 });
 afterAll(async () => {
   await t?.close();
@@ -38,7 +30,7 @@ function startPoll(hub: EventHub, installationId: string, waitMs = 20_000) {
   });
   let calls = 0;
   const started = performance.now();
-  const held = pollEvents({ sql: counted, hub }, { installationId, cursor: undefined, limit: 10, waitMs }, (error, result) => {
+  const held = pollEvents({ sql: counted.sql, hub }, { installationId, cursor: undefined, limit: 10, waitMs }, (error, result) => {
     calls++;
     settle({ error, result });
   });
@@ -83,20 +75,20 @@ describe('a long poll', () => {
   it('keeps a wake that came during its read: it reads again before it waits', async () => {
     const hub = new EventHub();
     const { installationId } = await register(t.app);
-    const before = queueReads;
+    const before = counted.reads();
     const poll = startPoll(hub, installationId);
     // The first read is on its way to Postgres; something commits and wakes the room now.
     hub.wake(installationId);
-    await until(() => hub.size === 1 && queueReads - before === 2);
+    await until(() => hub.size === 1 && counted.reads() - before === 2);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(queueReads - before).toBe(2);
+    expect(counted.reads() - before).toBe(2);
 
     // Woken while it waits, it reads again and answers what committed.
     const id = await deliver(installationId, 1);
     hub.wake(installationId);
     const { result } = await poll.outcome;
     expect(result?.answer.events.map((event) => event.id)).toEqual([id]);
-    expect(queueReads - before).toBe(3);
+    expect(counted.reads() - before).toBe(3);
     expect(hub.size).toBe(0);
   });
 
