@@ -6,7 +6,7 @@ import postgres from 'postgres';
 import { signWebhook } from '../src/composio/webhook-signature.js';
 import { applyMigrations } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
-import { IngestBatcher } from '../src/events/ingest-batcher.js';
+import { IngestBatcher } from '../src/intake/ingest-batcher.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import {

@@ -8,7 +8,7 @@
 -- installation, as a later step to a Postgres distributed on installation_id needs.
 --
 -- Ids the broker makes for its own events start with `omb:`, which the webhook route refuses in
--- a `webhook-id` (src/events/webhook-routes.ts), so a webhook can never be taken for one of them.
+-- a `webhook-id` (src/intake/webhook-routes.ts), so a webhook can never be taken for one of them.
 CREATE OR REPLACE FUNCTION omb_event_seen(p_installation uuid, p_id text, p_received_at timestamptz)
 RETURNS boolean LANGUAGE sql STABLE AS $$
   SELECT EXISTS (SELECT 1 FROM omb_events_seen(ARRAY[p_installation], ARRAY[p_id], ARRAY[p_received_at]))

@@ -1,4 +1,4 @@
--- One trigger message into its installation's queue, the careful way (src/events/ingest.ts,
+-- One trigger message into its installation's queue, the careful way (src/intake/ingest.ts,
 -- through omb_ingest_trigger_messages, which keeps plainly clean installations' messages
 -- together itself and sends every other message here, one at a time).
 --
@@ -20,7 +20,7 @@
 -- as it came, `quota.exceeded` the day, the limit and when it resets.
 --
 -- No NOTIFY here: pg_notify serialises commits database-wide. Ingest notifies after commit,
--- coalesced per installation (src/events/notifier.ts).
+-- coalesced per installation (src/queue/notifier.ts).
 CREATE OR REPLACE FUNCTION omb_ingest_trigger_message(
   p_event_id text,
   p_composio_trigger_id text,

@@ -1,5 +1,5 @@
 -- One `trigger.test` event into an installation's queue (POST /v1/triggers/{id}/test,
--- src/events/trigger-test.ts), in one round trip, without Composio.
+-- src/triggers/test-event.ts), in one round trip, without Composio.
 --
 -- The event has the shape of a `trigger.event` for the same trigger (its data is a sample payload
 -- the caller passes); its type says it is a test; its id is broker-made (`omb:trigger.test:…`), apart
@@ -9,7 +9,7 @@
 -- Test events never count against the quota (`kept`/`skipped`): they have their own small daily
 -- allowance, counted in `daily_usage.test_events` under the same lock.
 --
--- No NOTIFY here: the caller notifies after commit (src/events/notifier.ts), as ingest does.
+-- No NOTIFY here: the caller notifies after commit (src/queue/notifier.ts), as ingest does.
 CREATE OR REPLACE FUNCTION omb_queue_trigger_test(
   p_installation uuid,
   p_trigger uuid,

@@ -3,9 +3,9 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Sql } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { queueBacklog } from '../events/queue.js';
 import { bearerToken } from '../http/authenticate.js';
 import { refusal } from '../http/responses.js';
+import { queueBacklog } from '../queue/queue.js';
 import type { Metrics } from './metrics.js';
 
 export interface MetricsSources {

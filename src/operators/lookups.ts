@@ -1,7 +1,7 @@
 import { utcDay } from '../clock.js';
 import type { Db, Sql } from '../db/database.js';
 import { badRequest, notFound } from '../errors.js';
-import { installationBacklog } from '../events/queue.js';
+import { installationBacklog } from '../queue/queue.js';
 import { selectTriggerViews } from '../triggers/store.js';
 import type { TriggerView } from '../triggers/view.js';
 

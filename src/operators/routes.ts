@@ -7,12 +7,12 @@ import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import { isStorableText } from '../http/json-limits.js';
 import { json, operatorToken, refusal, refusals, timestamp, uuid } from '../http/responses.js';
+import { disableInstallation, enableInstallation } from '../installations/disable.js';
 import { type RegistrationMode, registrationMode, setRegistrationMode } from '../installations/registration.js';
 import type { OperatorPublicKeys } from '../operator-keys/keys.js';
 import { revokeGrant } from '../plans/store.js';
 import { authenticateOperator, type Operator } from './admin-tokens.js';
 import { type Actor, audited, listAudit } from './audit.js';
-import { disableInstallation, enableInstallation } from './disable.js';
 import { installationDetail, listGrants, listInstallations, MAX_PAGE } from './lookups.js';
 import { serviceStats } from './stats.js';
 

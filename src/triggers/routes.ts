@@ -24,7 +24,7 @@ export interface TriggerRoutesDeps {
   clock: Clock;
   /** Composio-touching trigger requests (create, pause/resume, delete) per installation per minute. */
   requestsPerMinute: number;
-  /** Trigger types per toolkit, shared with the test events (src/events/trigger-test.ts). */
+  /** Trigger types per toolkit, shared with the test events (src/triggers/test-event.ts). */
   types: TriggerTypeCache;
 }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/db/database.js';
-import { IngestBatcher, type TriggerMessageInput } from '../../src/events/ingest-batcher.js';
+import { IngestBatcher, type TriggerMessageInput } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
 import { LogCapture } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

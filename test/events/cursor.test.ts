@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { decodeCursor, encodeCursor } from '../../src/events/cursor.js';
+import { decodeCursor, encodeCursor } from '../../src/queue/cursor.js';
 
 describe('cursors', () => {
   const installation = randomUUID();

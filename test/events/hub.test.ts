@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EventHub } from '../../src/events/hub.js';
+import { EventHub } from '../../src/queue/hub.js';
 import { waitIn } from './helpers.js';
 
 describe('the waiting room', () => {

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WebhookEvent } from '../../src/composio/webhook-events.js';
-import { type IngestDeps, ingestWebhookEvent } from '../../src/events/ingest.js';
-import { IngestBatcher } from '../../src/events/ingest-batcher.js';
-import type { QueuedEventType } from '../../src/events/queue.js';
 import { insertInstallation } from '../../src/installations/store.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
+import { type IngestDeps, ingestWebhookEvent } from '../../src/intake/ingest.js';
+import { IngestBatcher } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
+import type { QueuedEventType } from '../../src/queue/queue.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { insertTrigger, type TestTrigger } from './helpers.js';
 

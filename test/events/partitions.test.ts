@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropExpiredDays, ensureEventPartitions, removeExpiredEvents } from '../../src/events/retention.js';
+import { dropExpiredDays, ensureEventPartitions, removeExpiredEvents } from '../../src/retention/retention.js';
 import { register } from '../support/app.js';
 import {
   buildEventsApp,

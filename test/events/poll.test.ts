@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.js';
-import { EventHub } from '../../src/events/hub.js';
-import { type PollResult, pollEvents } from '../../src/events/poll.js';
+import { EventHub } from '../../src/queue/hub.js';
+import { type PollResult, pollEvents } from '../../src/queue/poll.js';
 import { register } from '../support/app.js';
 import { until } from '../support/http.js';
 import { buildEventsApp, countingQueueReads, type EventsTestApp, insertTrigger, signed, triggerMessage } from './helpers.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeCursor } from '../../src/events/cursor.js';
+import { encodeCursor } from '../../src/queue/cursor.js';
 import { register } from '../support/app.js';
 import { buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeExpiredEvents, startRetentionJob } from '../../src/events/retention.js';
 import { createLogger } from '../../src/logger.js';
+import { removeExpiredEvents, startRetentionJob } from '../../src/retention/retention.js';
 import { register } from '../support/app.js';
 import { buildEventsApp, countEvents, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 

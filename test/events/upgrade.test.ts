@@ -7,10 +7,10 @@ import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyMigrations, MIGRATIONS_FOLDER, openDatabase } from '../../src/db/database.js';
-import { encodeCursor } from '../../src/events/cursor.js';
-import { dropExpiredDays } from '../../src/events/retention.js';
 import { hashToken } from '../../src/installations/tokens.js';
 import { createLogger } from '../../src/logger.js';
+import { encodeCursor } from '../../src/queue/cursor.js';
+import { dropExpiredDays } from '../../src/retention/retention.js';
 import { type TestDatabase, withDatabase } from '../support/database.js';
 import { buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 

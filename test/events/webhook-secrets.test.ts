@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
-import { rotateWebhookSecret, WebhookSecretBook } from '../../src/events/webhook-secrets.js';
+import { rotateWebhookSecret, WebhookSecretBook } from '../../src/intake/webhook-secrets.js';
 import { createLogger } from '../../src/logger.js';
+import { createEventsRuntime, type EventsRuntime } from '../../src/runtime.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { until } from '../support/http.js';
 

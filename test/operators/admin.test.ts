@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/clock.js';
 import { dailyUsage, events, grants, revokedGrants } from '../../src/db/schema.js';
-import { INSTALLATION_DISABLED_CHANNEL } from '../../src/events/channels.js';
+import { INSTALLATION_DISABLED_CHANNEL } from '../../src/installations/disable.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { adminClaims, grantClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from './support.js';
 

@@ -1,6 +1,6 @@
 import { type ComposioGateway, gatewayForProject } from '../../composio/index.js';
 import type { Config } from '../../config.js';
-import { rotateWebhookSecret } from '../../events/webhook-secrets.js';
+import { rotateWebhookSecret } from '../../intake/webhook-secrets.js';
 import { recordAudit } from '../audit.js';
 import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions, UsageError } from './command.js';
 import { cliLogger, withBrokerDatabase } from './database.js';

@@ -2,13 +2,18 @@ import { eq, sql } from 'drizzle-orm';
 import type { DbOrTransaction } from '../db/database.js';
 import { installations } from '../db/schema.js';
 import { notFound } from '../errors.js';
-import { INSTALLATION_DISABLED_CHANNEL } from '../events/channels.js';
-import { markDisabled, markEnabled } from '../installations/store.js';
+import { markDisabled, markEnabled } from './store.js';
 
 export interface InstallationSwitch {
   installationId: string;
   disabledAt: string | null;
 }
+
+/**
+ * The NOTIFY channel on which every broker process hears that an installation was disabled (the
+ * payload is its id): its waiting polls end with `403 installation_disabled`.
+ */
+export const INSTALLATION_DISABLED_CHANNEL = 'omb_installation_disabled';
 
 const unknownInstallation = () => notFound('no installation has this id', 'installation_not_found');
 

@@ -1,25 +1,21 @@
 import type { Logger } from 'pino';
 import postgres from 'postgres';
 import { type Database, reconnectBackoff } from '../db/database.js';
+import { INSTALLATION_DISABLED_CHANNEL } from '../installations/disable.js';
 import { EventHub } from './hub.js';
-import { IngestBatcher } from './ingest-batcher.js';
-import { EventListener } from './listener.js';
-import { EventNotifier } from './notifier.js';
-import { WebhookOutcomeCounter } from './outcomes.js';
+import { NotificationListener } from './listener.js';
+import { EVENTS_CHANNEL, EventNotifier } from './notifier.js';
 
 /**
- * The per-process machinery behind app events: the waiting room for long polls, the one LISTEN
- * connection that feeds it, the coalescing notifier, ingest's group commit, and the webhook
- * outcome counters.
+ * The per-process machinery behind the event queue: the waiting room for long polls, the one
+ * LISTEN connection that feeds it (other features register their channels on it too), and the
+ * coalescing notifier.
  */
-export interface EventsRuntime {
+export interface QueueRuntime {
   readonly hub: EventHub;
   readonly notifier: EventNotifier;
-  /** Group commit for incoming trigger messages. */
-  readonly batcher: IngestBatcher;
-  readonly outcomes: WebhookOutcomeCounter;
-  /** Calls `watcher` whenever another process announces a change of the accepted webhook secrets. */
-  onWebhookSecretsChanged(watcher: () => void): () => void;
+  /** The process's one LISTEN connection; register a channel with `listener.on` before `start`. */
+  readonly listener: NotificationListener;
   /** Opens the LISTEN connection; polls are woken across processes from then on. */
   start(): Promise<void>;
   /** Answers every waiting poll now (empty), at the start of shutdown. */
@@ -31,11 +27,11 @@ export interface EventsRuntime {
 /** `POLLS_PER_INSTALLATION`'s default: waiting polls one installation may hold. */
 export const DEFAULT_POLLS_PER_INSTALLATION = 4;
 
-export function createEventsRuntime(options: {
+export function createQueueRuntime(options: {
   database: Pick<Database, 'sql' | 'url'>;
   logger: Logger;
   pollsPerInstallation?: number;
-}): EventsRuntime {
+}): QueueRuntime {
   const { sql, url } = options.database;
   const log = options.logger.child({ component: 'events' });
   const hub = new EventHub(options.pollsPerInstallation ?? DEFAULT_POLLS_PER_INSTALLATION);
@@ -48,14 +44,13 @@ export function createEventsRuntime(options: {
       backoff: reconnectBackoff,
       connection: { application_name: 'omb-broker-listen' },
     });
-  const listener = new EventListener(sql, listenClient, hub, log);
+  const listener = new NotificationListener(sql, listenClient, log);
+  listenForQueue(listener, hub, log);
   let started: Promise<void> | undefined;
   return {
     hub,
     notifier,
-    batcher: new IngestBatcher(sql, log),
-    outcomes: new WebhookOutcomeCounter(),
-    onWebhookSecretsChanged: (watcher) => listener.onWebhookSecretsChanged(watcher),
+    listener,
     start() {
       started ??= listener.start();
       return started;
@@ -73,4 +68,14 @@ export function createEventsRuntime(options: {
         );
     },
   };
+}
+
+/** Wakes the hub's waiters on what other processes announce, and all of them after a reconnect. */
+export function listenForQueue(listener: NotificationListener, hub: EventHub, log: Logger): void {
+  listener.on(EVENTS_CHANNEL, (installationId) => hub.wake(installationId));
+  listener.on(INSTALLATION_DISABLED_CHANNEL, (installationId) => hub.disable(installationId));
+  listener.onReconnect((reason) => {
+    log.info({ waiting: hub.size }, `${reason}; waking every waiting poll to re-read`);
+    hub.wakeAll();
+  });
 }

@@ -1,7 +1,9 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../db/database.js';
-import { EVENTS_CHANNEL } from './channels.js';
 import type { EventHub } from './hub.js';
+
+/** Something was appended to the installation's queue (the payload is its id). */
+export const EVENTS_CHANNEL = 'omb_events';
 
 /**
  * Tells every broker process that an installation's queue grew, AFTER the append committed.

@@ -3,10 +3,10 @@ import type { WebhookEvent } from '../composio/webhook-events.js';
 import type { Database } from '../db/database.js';
 import { storableText } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
+import type { QueuedEventType } from '../queue/queue.js';
 import { matchesFilter } from '../triggers/filter.js';
 import type { IngestBatcher, TriggerMessageInput } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';
-import type { QueuedEventType } from './queue.js';
 
 export interface IngestDeps {
   readonly database: Database;

@@ -5,17 +5,17 @@ import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { installationToken, json, refusal, refusals } from '../http/responses.js';
 import { requireInstallation } from '../installations/guard.js';
-import { triggerNotFound } from '../triggers/errors.js';
-import { isTriggerId } from '../triggers/input.js';
-import type { TriggerTypeCache } from '../triggers/types.js';
-import type { QueuedEventType } from './queue.js';
-import type { EventsRuntime } from './runtime.js';
-import { queueTriggerTest } from './trigger-test.js';
+import type { QueuedEventType } from '../queue/queue.js';
+import type { QueueRuntime } from '../queue/runtime.js';
+import { triggerNotFound } from './errors.js';
+import { isTriggerId } from './input.js';
+import { queueTriggerTest } from './test-event.js';
+import type { TriggerTypeCache } from './types.js';
 
 export interface TriggerTestRoutesDeps {
   database: Database;
   clock: Clock;
-  events: Pick<EventsRuntime, 'notifier'>;
+  events: Pick<QueueRuntime, 'notifier'>;
   types: Pick<TriggerTypeCache, 'peek'>;
   testsPerDay: number;
   onQueued?: (type: QueuedEventType) => void;

@@ -10,11 +10,11 @@ import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
 import { pollEvents } from './poll.js';
 import { acknowledge } from './queue.js';
-import type { EventsRuntime } from './runtime.js';
+import type { QueueRuntime } from './runtime.js';
 
 export interface EventRoutesDeps {
   database: Database;
-  events: EventsRuntime;
+  events: QueueRuntime;
   /** The longest a poll may wait (`POLL_MAX_WAIT_SECONDS`), whatever it asks for. */
   pollMaxWaitSeconds: number;
   /** Polls (and, counted apart, acknowledgements) per installation per minute (`EVENT_REQUESTS_PER_MINUTE`). */

@@ -59,7 +59,7 @@ export async function ensureEventPartitions(sql: Sql, today: Date): Promise<numb
 /**
  * Retires events received before `horizon`, acknowledged or not, without touching them one by
  * one: polls stop serving them at once (`event_retention.kept_since`, read by
- * src/events/queue.ts), and dropExpiredDays later drops their day whole. Only events in the
+ * src/queue/queue.ts), and dropExpiredDays later drops their day whole. Only events in the
  * default partition (received on a day that had no partition) are deleted, in batches of
  * `batchSize` through its `received_at` index. Nothing is written per installation: a poll tells
  * a gap from the positions missing. Quota counters of days past the horizon go too.

@@ -1,6 +1,5 @@
 import type { ComposioGateway } from '../composio/types.js';
 import type { Sql } from '../db/database.js';
-import { WEBHOOK_SECRETS_CHANNEL } from './channels.js';
 
 /**
  * The webhook signing secrets every broker process accepts, and their rotation. The only module
@@ -37,6 +36,9 @@ async function readSecrets(sql: Sql): Promise<SecretState> {
   const key = JSON.stringify([[...stored].map(([secret, at]) => [secret, at?.getTime() ?? null]).sort(), pendingUntil?.getTime() ?? null]);
   return { stored, pendingUntil, key };
 }
+
+/** The NOTIFY channel announcing that the accepted webhook signing secrets changed (a rotation): every process reads them again. */
+export const WEBHOOK_SECRETS_CHANNEL = 'omb_webhook_secrets';
 
 /** How long a delivery that does not verify while a rotation is under way waits for its secret. */
 const PENDING_WAIT_MS = 10_000;

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { utcDay } from '../clock.js';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { triggerNotFound } from '../triggers/errors.js';
-import { findTrigger } from '../triggers/store.js';
-import { samplePayload, type TriggerTypeCache } from '../triggers/types.js';
-import { jsonForPostgres } from './ingest.js';
-import type { QueuedEventType } from './queue.js';
+import { jsonForPostgres } from '../intake/ingest.js';
+import type { QueuedEventType } from '../queue/queue.js';
+import { triggerNotFound } from './errors.js';
+import { findTrigger } from './store.js';
+import { samplePayload, type TriggerTypeCache } from './types.js';
 
 export interface TriggerTestDeps {
   readonly db: Db;

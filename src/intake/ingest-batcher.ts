@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../db/database.js';
+import type { QueuedEventType } from '../queue/queue.js';
 import type { WebhookOutcome } from './outcomes.js';
-import type { QueuedEventType } from './queue.js';
 
 /** One trigger message as the ingest function takes it (migrations/functions/omb_ingest_trigger_message.sql). */
 export interface TriggerMessageInput {
