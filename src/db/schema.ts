@@ -49,7 +49,7 @@ export const serviceSettings = pgTable('service_settings', {
 
 /**
  * The signing secrets accepted on incoming webhooks besides `COMPOSIO_WEBHOOK_SECRET`, written
- * only by src/events/webhook-secrets.ts. Stored in clear: the HMAC needs the secret itself.
+ * only by src/intake/webhook-secrets.ts. Stored in clear: the HMAC needs the secret itself.
  * A row without a secret is a rotation asked of Composio whose new secret is not known yet.
  * A row past `expires_at` is refused, even when the same secret is still in the environment.
  */
@@ -124,7 +124,7 @@ export const triggers = pgTable(
  * misses a smaller one, and a missing position can only have been removed by retention.
  *
  * Partitioned by UTC day on `received_at` (migrations/0011_events_by_day.sql; drizzle does not
- * model partitions): `events_pYYYYMMDD` per day, created ahead by src/events/retention.ts, and
+ * model partitions): `events_pYYYYMMDD` per day, created ahead by src/retention/retention.ts, and
  * `events_default` for a day that has none yet. Retention drops whole days. Every key starts
  * with `installation_id`; the primary key holds `received_at` because a partitioned table's must.
  */
@@ -156,7 +156,7 @@ export const events = pgTable(
 /**
  * Where the queue starts: events received before `keptSince` are past retention and no poll
  * serves them, even while the day partition holding them is still there. One row, written by
- * the retention job (src/events/retention.ts) at each run; absent until the first run.
+ * the retention job (src/retention/retention.ts) at each run; absent until the first run.
  */
 export const eventRetention = pgTable('event_retention', {
   /** Always true: the table holds one row. */
@@ -294,4 +294,16 @@ export const composioBudgets = pgTable('composio_budgets', {
   tokens: doublePrecision('tokens').notNull(),
   refilledAt: timestamp('refilled_at', { withTimezone: true }).notNull(),
   pausedUntil: timestamp('paused_until', { withTimezone: true }).notNull(),
+});
+
+/**
+ * Which version of each function file in migrations/functions/ the database holds: the runner
+ * (db/functions.ts) applies a file again only when its text no longer has this hash.
+ */
+export const appliedFunctions = pgTable('applied_functions', {
+  /** The function's name, which is also its file's name. */
+  functionName: text('function_name').primaryKey(),
+  /** SHA-256 (hex) of the file's text as applied. */
+  sha256: text('sha256').notNull(),
+  appliedAt: ts('applied_at').notNull().defaultNow(),
 });

@@ -1,0 +1,115 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type postgres from 'postgres';
+
+/**
+ * The database functions. Each one's current definition is one file, `migrations/functions/<name>.sql`,
+ * and nowhere else: a versioned migration would copy the whole function for every change, so
+ * learning what runs today meant reading them all. After the versioned migrations, every file whose
+ * text changed since it was last applied is applied again; `applied_functions` holds the hash of
+ * each file as applied.
+ *
+ * The changed files are applied in one transaction, so running brokers see the old set of
+ * functions or the new one, never a mix, and a file that fails leaves the ledger as it was. They go
+ * in dependency order, each after the functions it calls: Postgres checks a `LANGUAGE sql` body
+ * against the functions it names when it is created.
+ */
+
+export interface FunctionFile {
+  /** The function's name, which is the file's name without `.sql`. */
+  readonly name: string;
+  readonly path: string;
+  readonly text: string;
+  readonly sha256: string;
+}
+
+export async function readFunctionFiles(folder: string): Promise<FunctionFile[]> {
+  const files = (await readdir(folder)).filter((file) => file.endsWith('.sql')).sort();
+  return Promise.all(
+    files.map(async (file) => {
+      const filePath = path.join(folder, file);
+      const text = await readFile(filePath, 'utf8');
+      const name = path.basename(file, '.sql');
+      // Postgres folds unquoted names to lower case: a file named otherwise could not match its function.
+      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`${filePath}: a function file is named as its function, in lower case`);
+      const defined = definedFunctions(text);
+      if (defined.length !== 1 || defined[0] !== name) {
+        throw new Error(`${filePath} must define exactly one function, ${name}; it defines ${defined.join(', ') || 'none'}`);
+      }
+      return { name, path: filePath, text, sha256: createHash('sha256').update(text).digest('hex') };
+    }),
+  );
+}
+
+/** The SQL without its comments, which may name functions it does not call. */
+export function withoutComments(sql: string): string {
+  // Strings and quoted names are matched too, so that `--` inside one is not taken for a comment
+  // (a doubled quote inside one reads as two strings side by side, which is the same here).
+  return sql.replace(/'[^']*'|"[^"]*"|--[^\n]*|\/\*[\s\S]*?\*\//g, (token) =>
+    token.startsWith('--') || token.startsWith('/*') ? ' ' : token,
+  );
+}
+
+/** The names of the functions the SQL creates. */
+export function definedFunctions(sql: string): string[] {
+  return [...withoutComments(sql).matchAll(/\bcreate\s+(?:or\s+replace\s+)?function\s+([\w$."]+)/gi)].map((m) => m[1]!);
+}
+
+/** The files in an order they can be applied in: each after the other files' functions it names. */
+export function dependencyOrder(files: readonly FunctionFile[]): FunctionFile[] {
+  const byName = new Map(files.map((file) => [file.name, file]));
+  const calls = new Map(
+    files.map((file) => {
+      const code = withoutComments(file.text);
+      const named = files.filter((other) => other !== file && new RegExp(`(?<![\\w$])${other.name}(?![\\w$])`, 'i').test(code));
+      return [file.name, named.map((other) => other.name)];
+    }),
+  );
+  const ordered: FunctionFile[] = [];
+  const done = new Set<string>();
+  const visiting: string[] = [];
+  const visit = (name: string): void => {
+    if (done.has(name)) return;
+    if (visiting.includes(name)) {
+      const cycle = [...visiting.slice(visiting.indexOf(name)), name].join(' → ');
+      throw new Error(`the function files name one another in a cycle (${cycle}), so no order can apply them`);
+    }
+    visiting.push(name);
+    for (const called of calls.get(name)!) visit(called);
+    visiting.pop();
+    done.add(name);
+    ordered.push(byName.get(name)!);
+  };
+  for (const file of files) visit(file.name);
+  return ordered;
+}
+
+/**
+ * Applies the function files in `folder` that changed since they were last applied and records
+ * them; answers the names of those applied. The caller holds the migration lock.
+ */
+export async function applyFunctionFiles(sql: postgres.Sql, folder: string): Promise<string[]> {
+  const files = dependencyOrder(await readFunctionFiles(folder));
+  const ledger = await sql<{ functionName: string; sha256: string }[]>`
+    select function_name as "functionName", sha256 from applied_functions`;
+  const applied = new Map(ledger.map((row) => [row.functionName, row.sha256]));
+  const changed = files.filter((file) => applied.get(file.name) !== file.sha256);
+  // A function whose file was removed is dropped by a migration; the ledger forgets it.
+  const removed = [...applied.keys()].filter((name) => !files.some((file) => file.name === name));
+  if (changed.length === 0 && removed.length === 0) return [];
+  await sql.begin(async (tx) => {
+    if (removed.length > 0) await tx`delete from applied_functions where function_name = any(${removed}::text[])`;
+    for (const file of changed) {
+      try {
+        await tx.unsafe(file.text);
+      } catch (error) {
+        throw new Error(`${file.path} could not be applied: ${(error as Error).message}`, { cause: error });
+      }
+      await tx`
+        insert into applied_functions (function_name, sha256) values (${file.name}, ${file.sha256})
+        on conflict (function_name) do update set sha256 = excluded.sha256, applied_at = now()`;
+    }
+  });
+  return changed.map((file) => file.name);
+}
