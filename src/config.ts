@@ -77,63 +77,142 @@ const trustProxy = z
     return entries;
   });
 
-const EnvSchema = z.object({
-  PORT: int(0, 65535).default(8787),
-  HOST: z.string().min(1).default('127.0.0.1'),
-  PUBLIC_URL: optionalString.pipe(httpUrl.optional()),
-  DATABASE_URL: optionalString.pipe(
-    z
-      .string()
-      .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
-      .optional(),
+/**
+ * Every variable the broker reads. Each `.describe()` is its line in docs/configuration.md, which
+ * `npm run docs` writes from this schema (default and allowed values come from the schema too).
+ */
+export const EnvSchema = z.object({
+  PORT: int(0, 65535).default(8787).describe('the port to listen on'),
+  HOST: z.string().min(1).default('127.0.0.1').describe('the address to listen on'),
+  PUBLIC_URL: optionalString
+    .pipe(httpUrl.optional())
+    .describe('where Composio reaches this broker (the sandbox subscribes `PUBLIC_URL/v1/webhooks/composio`). Unset: `http://HOST:PORT`'),
+  DATABASE_URL: optionalString
+    .pipe(
+      z
+        .string()
+        .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
+        .optional(),
+    )
+    .describe('Postgres (`postgres://…`). Unset: an embedded Postgres under `DATA_DIR`'),
+  DATABASE_PASSWORD: z
+    .string()
+    .optional()
+    .describe('the database password, apart from `DATABASE_URL` (which then names the user but no password); any character'),
+  DATA_DIR: z
+    .string()
+    .min(1)
+    .default('./.data')
+    .describe(
+      "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder))",
+    ),
+  DATABASE_POOL_SIZE: int(1, 200).default(12).describe('connections per broker process (one more is kept for `LISTEN`)'),
+  DATABASE_TIMEOUT_MS: int(100, 600_000)
+    .default(10_000)
+    .describe(
+      'bound on every statement (`statement_timeout`), on connecting, and on waiting for any answer from Postgres over plain TCP; past it (checked every second, so up to a second more) the request gets `503 database_unavailable` with `retry-after` instead of hanging on a frozen Postgres',
+    ),
+
+  COMPOSIO_API_KEY: optionalString.describe(
+    'the shared Composio project key. Unset: sandbox mode (the built-in simulator); with `NODE_ENV=production` (the image) required unless `SANDBOX=true`',
   ),
-  DATABASE_PASSWORD: z.string().optional(),
-  DATA_DIR: z.string().min(1).default('./.data'),
-  DATABASE_POOL_SIZE: int(1, 200).default(12),
-  DATABASE_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  COMPOSIO_BASE_URL: httpUrl
+    .default('https://backend.composio.dev')
+    .describe("Composio's API origin; its host is trusted for MCP and link URLs beside `composio.dev`"),
+  COMPOSIO_WEBHOOK_SECRET: optionalString.describe(
+    'webhook signing secret(s), comma-separated; accepted besides the ones `webhook rotate-secret` stores in the database (until a rotation expires them). Required with `COMPOSIO_API_KEY`',
+  ),
+  COMPOSIO_CALLS_PER_MINUTE: int(1, 1_000_000)
+    .default(600)
+    .describe(
+      'the budget of calls to Composio for the whole project: every broker process on the database draws from the same one (set the same value on each)',
+    ),
+  COMPOSIO_TIMEOUT_MS: int(100, 120_000)
+    .default(15_000)
+    .describe("the deadline for all of one request's Composio calls together (waiting for budget included)"),
+  SANDBOX_HOST: z
+    .string()
+    .min(1)
+    .default('127.0.0.1')
+    .describe(
+      'where the simulator listens in sandbox mode (`0.0.0.0` in a container whose `SANDBOX_PORT` is published; its links then name `127.0.0.1`)',
+    ),
+  SANDBOX: optionalString
+    .pipe(bool.optional())
+    .describe(
+      '`true` runs sandbox mode where a key is otherwise required (`NODE_ENV=production`, as in the image); refused beside `COMPOSIO_API_KEY`',
+    ),
+  NODE_ENV: optionalString.describe('`production` (as the image sets it) requires `COMPOSIO_API_KEY` unless `SANDBOX=true`'),
+  SANDBOX_PORT: int(0, 65535)
+    .optional()
+    .describe("the simulator's port in sandbox mode (`0`: a free one). Unset: `PORT + 1` (a free one when `PORT` is `0` or `65535`)"),
 
-  COMPOSIO_API_KEY: optionalString,
-  COMPOSIO_BASE_URL: httpUrl.default('https://backend.composio.dev'),
-  COMPOSIO_WEBHOOK_SECRET: optionalString,
-  COMPOSIO_CALLS_PER_MINUTE: int(1, 1_000_000).default(600),
-  COMPOSIO_TIMEOUT_MS: int(100, 120_000).default(15_000),
-  SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
-  SANDBOX: optionalString.pipe(bool.optional()),
-  NODE_ENV: optionalString,
-  SANDBOX_PORT: int(0, 65535).optional(),
+  OPERATOR_PUBLIC_KEYS: optionalString.describe(
+    'JWKS (JSON) that grants and admin tokens must verify against; read at start, so a change needs a restart (roll the brokers). Unset: grants and admin API refused',
+  ),
+  OPERATOR_ISSUER: z.string().min(1).default('openmausbot').describe('the `iss` grants and admin tokens must carry'),
+  REGISTRATION_MODE: z
+    .enum(['open', 'closed'])
+    .default('open')
+    .describe('whether new installations may register, until an operator switches it at runtime'),
 
-  OPERATOR_PUBLIC_KEYS: optionalString,
-  OPERATOR_ISSUER: z.string().min(1).default('openmausbot'),
-  REGISTRATION_MODE: z.enum(['open', 'closed']).default('open'),
+  REGISTRATIONS_PER_MINUTE: int(1, 1_000_000).default(30).describe('registrations per client address'),
+  CONNECTOR_REQUESTS_PER_MINUTE: int(1, 1_000_000)
+    .default(120)
+    .describe('connected-app (and trigger) requests per installation, per route'),
+  BAD_WEBHOOKS_PER_MINUTE: int(1, 1_000_000).default(600).describe('bad webhook signatures per source address before `429`'),
+  EVENT_REQUESTS_PER_MINUTE: int(1, 1_000_000)
+    .default(300)
+    .describe('polls per installation, and apart from them acknowledgements (`429` beyond)'),
+  POLLS_PER_INSTALLATION: int(1, 1000)
+    .default(4)
+    .describe('waiting polls one installation may hold per process; a further poll answers the oldest at once'),
+  BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024)
+    .default(256 * 1024)
+    .describe('largest JSON body (`413` above)'),
+  MCP_BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024)
+    .default(2 * 1024 * 1024)
+    .describe('largest MCP body (`413` above)'),
 
-  REGISTRATIONS_PER_MINUTE: int(1, 1_000_000).default(30),
-  CONNECTOR_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(120),
-  BAD_WEBHOOKS_PER_MINUTE: int(1, 1_000_000).default(600),
-  EVENT_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(300),
-  POLLS_PER_INSTALLATION: int(1, 1000).default(4),
-  BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(256 * 1024),
-  MCP_BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(2 * 1024 * 1024),
-
-  QUOTA_STANDARD: int(0, 10_000_000).default(500),
-  QUOTA_PAID: int(0, 10_000_000).default(2000),
-  EVENT_RETENTION_DAYS: int(1, 365).default(7),
+  QUOTA_STANDARD: int(0, 10_000_000).default(500).describe('kept events per installation per UTC day on the `standard` plan'),
+  QUOTA_PAID: int(0, 10_000_000).default(2000).describe('kept events per installation per UTC day on the `paid` plan'),
+  EVENT_RETENTION_DAYS: int(1, 365).default(7).describe('how long queued events are kept'),
   POLL_MAX_WAIT_SECONDS: z.coerce
     .number()
     .int()
     .min(1)
     .max(POLL_WAIT_CAP_SECONDS, `must be at most ${POLL_WAIT_CAP_SECONDS}, the longest wait a poll may ask for`)
-    .default(POLL_WAIT_CAP_SECONDS),
-  AUDIT_RETENTION_DAYS: int(1, 36_500).default(400),
-  TRIGGER_TESTS_PER_DAY: int(0, 10_000).default(20),
-  TRIGGER_RECONNECT_CHECK_SECONDS: int(1, 60).default(15),
+    .default(POLL_WAIT_CAP_SECONDS)
+    .describe(
+      `the longest a poll is held (a poll may ask for at most ${POLL_WAIT_CAP_SECONDS} s; a larger value stops the broker at start)`,
+    ),
+  AUDIT_RETENTION_DAYS: int(1, 36_500).default(400).describe("how long the operators' audit trail is kept"),
+  TRIGGER_TESTS_PER_DAY: int(0, 10_000)
+    .default(20)
+    .describe('`trigger.test` events an installation may queue per UTC day (outside the quota)'),
+  TRIGGER_RECONNECT_CHECK_SECONDS: int(1, 60)
+    .default(15)
+    .describe(
+      'how often one broker process looks for triggers whose account was reconnected under its label (see [Triggers](api.md#triggers))',
+    ),
 
-  METRICS_TOKEN: optionalString,
-  METRICS_HOST: optionalString,
-  METRICS_PORT: int(0, 65535).optional(),
-  SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
-  REQUEST_TIMEOUT_MS: int(1_000, 600_000).default(30_000),
-  TRUST_PROXY: trustProxy,
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  METRICS_TOKEN: optionalString.describe('bearer token that opens `/metrics` on the public address. Unset: refused there'),
+  METRICS_HOST: optionalString.describe(
+    'with `METRICS_PORT`: a separate, private address serving `/metrics` without a token (set both or neither)',
+  ),
+  METRICS_PORT: int(0, 65535)
+    .optional()
+    .describe('with `METRICS_HOST`: the port of the private address serving `/metrics` without a token (set both or neither)'),
+  SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000).describe('how long in-flight requests may take to finish at shutdown'),
+  REQUEST_TIMEOUT_MS: int(1_000, 600_000)
+    .default(30_000)
+    .describe(
+      "how long a request's headers and body may take to arrive (checked every second); a slower one gets `408 request_timeout` and its connection is closed. Answers themselves may take longer (long polls, MCP streams)",
+    ),
+  TRUST_PROXY: trustProxy.describe(
+    "behind a load balancer: the number of proxies in front (`1` for one, at most `10`), or their addresses/CIDRs (`10.0.0.0/8,127.0.0.1`); the client address is then read from that many `x-forwarded-for` entries from the right. `true` is refused: it would believe whatever address a client writes. `false`: the socket's address",
+  ),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino level'),
 });
 
 /** The environment variables the broker reads, all as strings. */
