@@ -6,9 +6,10 @@ import postgres from 'postgres';
 import { signWebhook } from '../src/composio/webhook-signature.js';
 import { applyMigrations } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
-import { IngestBatcher } from '../src/intake/ingest-batcher.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
+import { IngestBatcher } from '../src/intake/ingest-batcher.js';
 import { createLogger } from '../src/logger.js';
+import { quotaDay, quotaExceededEventId } from '../src/queue/broker-events.js';
 import {
   benchRun,
   type Child,
@@ -258,8 +259,9 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
         userId: composioUserIdFor(installation.installationId),
         dataJson: data,
         receivedAt: now.toISOString(),
-        day: now.toISOString().slice(0, 10),
-        filterChecked: false,
+        day: quotaDay(now).day,
+        resetsAt: quotaDay(now).resetsAt.toISOString(),
+        quotaEventId: quotaExceededEventId(quotaDay(now).day),
         quotaStandard: 10_000_000,
         quotaPaid: 10_000_000,
       });

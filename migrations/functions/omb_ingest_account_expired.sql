@@ -1,7 +1,8 @@
 -- A connected account expired: its triggers need a reconnect, and the installation hears it once
 -- through a `connection.expired` event, whose shape is built here. Positions are allocated under
--- the installation's row lock and dedupe is by the installation's own ids, as in
--- omb_ingest_trigger_message.
+-- the installation's row lock, and dedupe is by the installation's own ids, checked once under
+-- that lock, as in omb_ingest_trigger_alone. Marking the account's triggers is this function's
+-- part in the triggers table, whose other writes are all src/triggers/store.ts's.
 CREATE OR REPLACE FUNCTION omb_ingest_account_expired(
   p_event_id text,
   p_connected_account_id text,
@@ -22,13 +23,8 @@ BEGIN
     outcome := 'unknown_account';
     RETURN;
   END IF;
-  IF omb_event_seen(installation, p_event_id, p_received_at) THEN
-    outcome := 'duplicate';
-    RETURN;
-  END IF;
-
   PERFORM 1 FROM installations i WHERE i.id = installation FOR NO KEY UPDATE;
-  IF omb_event_seen(installation, p_event_id, p_received_at) THEN
+  IF EXISTS (SELECT 1 FROM omb_events_seen(ARRAY[installation], ARRAY[p_event_id], ARRAY[p_received_at])) THEN
     outcome := 'duplicate';
     RETURN;
   END IF;

@@ -1,3 +1,8 @@
+-- The previous release's ingest path, kept only so that its processes go on ingesting while a
+-- rolling deploy replaces them: nothing in this release calls it (omb_ingest_trigger_batch and
+-- omb_ingest_trigger_alone replaced it, with the trigger's filter decided in the database). The
+-- next release drops it, with omb_ingest_trigger_message and omb_event_seen.
+--
 -- One trigger message into its installation's queue, the careful way (src/intake/ingest.ts,
 -- through omb_ingest_trigger_messages, which keeps plainly clean installations' messages
 -- together itself and sends every other message here, one at a time).

@@ -1,3 +1,8 @@
+-- The previous release's ingest path, kept only so that its processes go on ingesting while a
+-- rolling deploy replaces them: nothing in this release calls it (omb_ingest_trigger_batch and
+-- omb_ingest_trigger_alone replaced it, with the trigger's filter decided in the database). The
+-- next release drops it, with omb_ingest_trigger_message and omb_event_seen.
+--
 -- Several trigger messages in one transaction (src/intake/ingest-batcher.ts): one commit, one WAL
 -- flush, for as many webhooks as arrived while earlier batches were committing.
 --

@@ -148,7 +148,7 @@ export const events = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.installationId, t.position, t.receivedAt] }),
-    /** Dedupe (migrations/functions/omb_event_seen.sql): an installation's ids, per day. */
+    /** Dedupe (migrations/functions/omb_events_seen.sql): an installation's ids, per day. */
     index('events_installation_id_id_idx').on(t.installationId, t.id),
   ],
 );

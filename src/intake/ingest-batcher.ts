@@ -3,7 +3,7 @@ import type { Sql } from '../db/database.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import type { WebhookOutcome } from './outcomes.js';
 
-/** One trigger message as the ingest function takes it (migrations/functions/omb_ingest_trigger_message.sql). */
+/** One trigger message as the ingest functions take it (migrations/functions/omb_ingest_trigger_alone.sql). */
 export interface TriggerMessageInput {
   readonly eventId: string;
   /** Composio's trigger id (`metadata.trigger_id`). */
@@ -13,19 +13,19 @@ export interface TriggerMessageInput {
   readonly dataJson: string;
   /** ISO timestamp. */
   readonly receivedAt: string;
-  /** The UTC day the quota counts it in, `YYYY-MM-DD`. */
+  /** The UTC day the quota counts it in, `YYYY-MM-DD`, and when that day resets (ISO timestamp). */
   readonly day: string;
-  readonly filterChecked: boolean;
+  readonly resetsAt: string;
+  /** The id of the day's `quota.exceeded` event, should this message be the first one over the quota. */
+  readonly quotaEventId: string;
   /** Kept events a day on each plan; the database applies the plan rule itself. */
   readonly quotaStandard: number;
   readonly quotaPaid: number;
 }
 
 export interface TriggerMessageRow {
-  readonly outcome: WebhookOutcome | 'check_filter';
+  readonly outcome: WebhookOutcome;
   readonly installation: string | null;
-  readonly trigger_toolkit: string | null;
-  readonly trigger_filter: Record<string, string> | null;
   /** The type of the event the message queued, null when it queued none. */
   readonly queued: QueuedEventType | null;
 }
@@ -42,13 +42,12 @@ interface Pending {
  * So: a message is written at once while fewer than `maxInFlight` transactions are running (no
  * added latency when traffic is light); otherwise it waits for the next free one and goes with
  * every message that arrived meanwhile, in one transaction
- * (migrations/functions/omb_ingest_trigger_messages.sql). A message
- * is answered only after the transaction holding it has committed.
+ * (migrations/functions/omb_ingest_trigger_batch.sql). A message is answered only after the
+ * transaction holding it has committed.
  *
  * Two transactions at a time by default: under load, fewer and larger batches cost less per
- * message than more, smaller ones (`npm run bench:events`, 64 senders on one broker: 2,500-3,400
- * webhooks/s and p99 36-50 ms with two, 2,000-2,900/s and 41-66 ms with four), and a second
- * transaction keeps a slow commit from stalling everything behind it.
+ * message than more, smaller ones (measured with `npm run bench:events`, see docs/benchmarks.md),
+ * and a second transaction keeps a slow commit from stalling everything behind it.
  *
  * A batch that fails (a message Postgres refuses, a deadlock it broke) is retried one message
  * at a time, so one bad message never fails the others.
@@ -106,9 +105,9 @@ export class IngestBatcher {
   private async call(inputs: TriggerMessageInput[]): Promise<TriggerMessageRow[]> {
     // Sent as text and cast by Postgres, so it does not matter how this client serialises jsonb.
     const rows = await this.sql<(TriggerMessageRow & { ordinal: number })[]>`
-      select * from omb_ingest_trigger_messages(${messagesJson(inputs)}::text::jsonb)`;
+      select * from omb_ingest_trigger_batch(${messagesJson(inputs)}::text::jsonb)`;
     if (rows.length !== inputs.length) {
-      throw new Error(`omb_ingest_trigger_messages answered ${rows.length} rows for ${inputs.length} messages`);
+      throw new Error(`omb_ingest_trigger_batch answered ${rows.length} rows for ${inputs.length} messages`);
     }
     const byOrdinal: TriggerMessageRow[] = [];
     for (const row of rows) byOrdinal[row.ordinal - 1] = row;
@@ -122,7 +121,8 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
     .map(
       (m) =>
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
-        `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"filterChecked":${m.filterChecked},` +
+        `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
+        `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
         `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"data":${m.dataJson}}`,
     )
     .join(',')}]`;

@@ -1,11 +1,10 @@
-import { utcDay } from '../clock.js';
 import type { WebhookEvent } from '../composio/webhook-events.js';
 import type { Database } from '../db/database.js';
 import { storableText } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
+import { quotaDay, quotaExceededEventId } from '../queue/broker-events.js';
 import type { QueuedEventType } from '../queue/queue.js';
-import { matchesFilter } from '../triggers/filter.js';
-import type { IngestBatcher, TriggerMessageInput } from './ingest-batcher.js';
+import type { IngestBatcher } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';
 
 export interface IngestDeps {
@@ -68,37 +67,30 @@ function route(deps: IngestDeps, input: { eventId: string; event: WebhookEvent; 
 }
 
 /**
- * A trigger's event: dedupe, filter, plan, quota, append and counters happen in the database in
+ * A trigger's event: filter, dedupe, plan, quota, append and counters happen in the database in
  * one go, usually together with other webhooks' (see IngestBatcher and
- * migrations/functions/omb_ingest_trigger_messages.sql). The database asks back only for what lives here: the filter,
- * for a trigger that has one.
+ * migrations/functions/omb_ingest_trigger_batch.sql). What is decided here is only what lives
+ * here: the UTC day the message counts in, and the ids of the events the broker makes.
  */
 async function ingestTriggerMessage(
   deps: IngestDeps,
   message: { eventId: string; composioTriggerId: string; userId: string; data: Record<string, unknown>; receivedAt: Date },
 ): Promise<IngestResult> {
-  let input: TriggerMessageInput = {
+  const { day, resetsAt } = quotaDay(message.receivedAt);
+  const row = await deps.batcher.write({
     eventId: message.eventId,
     // jsonb refuses NUL; such ids match nothing and end as unknown triggers.
     triggerId: message.composioTriggerId.replaceAll('\u0000', '\uFFFD'),
     userId: message.userId.replaceAll('\u0000', '\uFFFD'),
     dataJson: jsonForPostgres(message.data),
     receivedAt: message.receivedAt.toISOString(),
-    day: utcDay(message.receivedAt),
-    filterChecked: false,
+    day,
+    resetsAt: resetsAt.toISOString(),
+    quotaEventId: quotaExceededEventId(day),
     quotaStandard: deps.quotas.standard,
     quotaPaid: deps.quotas.paid,
-  };
-  // At most two writes: once more after the filter.
-  for (let call = 0; call < 2; call++) {
-    const row = await deps.batcher.write(input);
-    if (row.outcome !== 'check_filter') return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
-    if (!matchesFilter(row.trigger_toolkit ?? '', row.trigger_filter ?? {}, message.data)) {
-      return { outcome: 'filtered', installationId: row.installation, queued: null };
-    }
-    input = { ...input, filterChecked: true };
-  }
-  throw new Error('trigger message ingest did not settle');
+  });
+  return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
 }
 
 /** An expired connected account: its triggers need a reconnect, and the installation is told once. */

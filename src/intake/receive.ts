@@ -5,6 +5,7 @@ import { verifyWebhookSignature } from '../composio/webhook-signature.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
 import { tooDeep } from '../http/json.js';
 import { excessiveNesting } from '../http/json-limits.js';
+import { BROKER_EVENT_ID_PREFIX } from '../queue/broker-events.js';
 import type { FailureLimiter } from './failure-limiter.js';
 import { type IngestDeps, ingestWebhookEvent } from './ingest.js';
 import type { WebhookOutcome, WebhookOutcomeCounter } from './outcomes.js';
@@ -31,11 +32,11 @@ export interface WebhookReceiverDeps {
 
 const SIGNATURE_TOLERANCE_SECONDS = 300;
 /**
- * `webhook-id` becomes the event id: printable and short. Ids starting `omb:` are the broker's
- * own (`quota.exceeded`, test events): refusing them here keeps the two id spaces apart, so a
+ * `webhook-id` becomes the event id: printable and short, and not starting as the broker's own
+ * ids do (src/queue/broker-events.ts): refusing those here keeps the two id spaces apart, so a
  * webhook is never taken for a duplicate of a broker-made event, nor one of those for a webhook.
  */
-const EVENT_ID_PATTERN = /^(?!omb:)[\x21-\x7e]{1,255}$/;
+const usableEventId = (id: string) => /^[\x21-\x7e]{1,255}$/.test(id) && !id.startsWith(BROKER_EVENT_ID_PREFIX);
 /** Routine outcomes a busy trigger can produce thousands of times a day: logged at debug. */
 const QUIET_OUTCOMES: ReadonlySet<WebhookOutcome> = new Set(['paused', 'filtered', 'over_quota']);
 
@@ -74,7 +75,7 @@ export async function receiveWebhook(
   }
   // Signed by Composio from here on.
   const eventId = delivery.id;
-  if (eventId === undefined || !EVENT_ID_PATTERN.test(eventId)) throw badRequest('webhook-id is not a usable event id');
+  if (eventId === undefined || !usableEventId(eventId)) throw badRequest('webhook-id is not a usable event id');
 
   // Before parsing: storing the payload walks it recursively.
   const nested = excessiveNesting(delivery.rawBody.toString('utf8'));

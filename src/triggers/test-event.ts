@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
-import { utcDay } from '../clock.js';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { jsonForPostgres } from '../intake/ingest.js';
+import { quotaDay, triggerTestEventId } from '../queue/broker-events.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import { triggerNotFound } from './errors.js';
 import { findTrigger } from './store.js';
@@ -40,20 +39,20 @@ export async function queueTriggerTest(
   if (!trigger) throw triggerNotFound();
   const type = deps.types.peek(trigger.toolkit, trigger.triggerSlug);
   const data = type ? samplePayload(type.payloadSchema) : {};
-  const eventId = `omb:trigger.test:${randomUUID()}`;
+  const eventId = triggerTestEventId();
+  const { day, resetsAt } = quotaDay(now);
   const [row] = await deps.db.$client<{ outcome: 'queued' | 'unknown_trigger' | 'over_allowance'; used: number | null }[]>`
     select * from omb_queue_trigger_test(
       ${installationId}::uuid, ${trigger.id}::uuid, ${eventId}::text, ${jsonForPostgres(data)}::jsonb,
-      ${now.toISOString()}::timestamptz, ${utcDay(now)}::date, ${deps.testsPerDay}::integer)`;
+      ${now.toISOString()}::timestamptz, ${day}::date, ${deps.testsPerDay}::integer)`;
   if (!row) throw new Error('omb_queue_trigger_test returned no row');
   if (row.outcome === 'unknown_trigger') throw triggerNotFound();
   if (row.outcome === 'over_allowance') {
-    const reset = new Date(`${utcDay(now)}T00:00:00.000Z`).getTime() + 86_400_000;
     throw new AppError(
       429,
       'test_allowance_exceeded',
-      `this installation has sent its ${deps.testsPerDay} test events for today; more after ${new Date(reset).toISOString()}`,
-      { 'retry-after': String(Math.max(1, Math.ceil((reset - now.getTime()) / 1000))) },
+      `this installation has sent its ${deps.testsPerDay} test events for today; more after ${resetsAt.toISOString()}`,
+      { 'retry-after': String(Math.max(1, Math.ceil((resetsAt.getTime() - now.getTime()) / 1000))) },
     );
   }
   deps.notifier.committed(installationId);

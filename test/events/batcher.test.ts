@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/db/database.js';
 import { IngestBatcher, type TriggerMessageInput } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
+import { quotaDay, quotaExceededEventId } from '../../src/queue/broker-events.js';
 import { LogCapture } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { countEvents, insertTrigger, type TestTrigger } from './helpers.js';
@@ -28,8 +29,9 @@ function message(trigger: TestTrigger, overrides: Partial<TriggerMessageInput> =
     userId: trigger.composioUserId,
     dataJson: '{"n":1}',
     receivedAt: now.toISOString(),
-    day: now.toISOString().slice(0, 10),
-    filterChecked: false,
+    day: quotaDay(now).day,
+    resetsAt: quotaDay(now).resetsAt.toISOString(),
+    quotaEventId: quotaExceededEventId(quotaDay(now).day),
     quotaStandard: 1_000_000,
     quotaPaid: 1_000_000,
     ...overrides,
