@@ -20,7 +20,6 @@ export const unauthorized = (message = 'missing or invalid installation token') 
 export const forbidden = (message: string, code = 'forbidden') => new AppError(403, code, message);
 export const notFound = (message = 'not found', code = 'not_found') => new AppError(404, code, message);
 export const conflict = (message: string, code = 'conflict') => new AppError(409, code, message);
-export const unprocessable = (message: string, code: string) => new AppError(422, code, message);
 export const tooManyRequests = (message: string, retryAfterSeconds?: number) =>
   new AppError(
     429,
@@ -29,4 +28,3 @@ export const tooManyRequests = (message: string, retryAfterSeconds?: number) =>
     retryAfterSeconds === undefined ? {} : { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
   );
 export const unavailable = (message: string, code = 'unavailable') => new AppError(503, code, message);
-export const badGateway = (message: string, code = 'upstream_unavailable') => new AppError(502, code, message);

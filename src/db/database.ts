@@ -14,7 +14,12 @@ export type Db = PostgresJsDatabase<typeof schema> & { $client: Sql };
 export type DbOrTransaction = Db | Parameters<Parameters<Db['transaction']>[0]>[0];
 
 export interface Database {
-  /** postgres.js, for the few statements drizzle cannot say well (queue appends, LISTEN). */
+  /**
+   * postgres.js itself (drizzle's `db.$client` is the same pool), for what drizzle's query builder
+   * cannot say: calling the database functions (ingest, the queue's reads), LISTEN/NOTIFY,
+   * advisory locks on a reserved connection, partition DDL, and statements the builder has no
+   * words for (lateral reads, data-modifying CTEs, batched deletes). Which when: src/README.md.
+   */
   readonly sql: Sql;
   readonly db: Db;
   readonly url: string;

@@ -5,7 +5,7 @@ import type { Sql } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import { refusal } from '../http/responses.js';
-import { queueBacklog } from '../queue/queue.js';
+import { oldestUnacknowledgedAge, queueBacklog } from '../queue/queue.js';
 import type { Metrics } from './metrics.js';
 
 export interface MetricsSources {
@@ -16,9 +16,8 @@ export interface MetricsSources {
 /** Gauges read when scraped: queue depth and the oldest unacknowledged event, from Postgres. */
 export async function refreshQueueGauges(sql: Sql, metrics: Metrics): Promise<void> {
   const backlog = await queueBacklog(sql);
-  const oldest = backlog.oldestUnacknowledgedAt;
   metrics.queueDepth.set(backlog.depth);
-  metrics.oldestUnacknowledgedAge.set(oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0);
+  metrics.oldestUnacknowledgedAge.set(oldestUnacknowledgedAge(backlog, new Date()) ?? 0);
 }
 
 /**

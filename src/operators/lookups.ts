@@ -1,7 +1,9 @@
+import type postgres from 'postgres';
 import { utcDay } from '../clock.js';
 import type { Db, Sql } from '../db/database.js';
 import { badRequest, notFound } from '../errors.js';
-import { installationBacklog } from '../queue/queue.js';
+import { recentUsage } from '../plans/usage.js';
+import { type QueueFigures, queueBacklog, queueFigures } from '../queue/queue.js';
 import { selectTriggerViews } from '../triggers/store.js';
 import type { TriggerView } from '../triggers/view.js';
 
@@ -38,7 +40,7 @@ export interface InstallationDetail extends InstallationSummary {
     today: { day: string; kept: number; skipped: number; tests: number };
     last7Days: { from: string; kept: number; skipped: number };
   };
-  queue: { depth: number; oldestUnacknowledgedAt: string | null; oldestUnacknowledgedAgeSeconds: number | null };
+  queue: QueueFigures;
   triggers: TriggerView[];
   /** Distinct connected accounts its triggers use: the accounts the broker itself knows of. */
   connectedAccounts: number;
@@ -153,6 +155,35 @@ function toSummary(row: SummaryRow): InstallationSummary {
   };
 }
 
+/** Distinct connected accounts the installation's triggers use. */
+const connectedAccounts = (sql: Sql) =>
+  sql`(select count(distinct t.connected_account_id)::int from triggers t where t.installation_id = i.id)`;
+
+/**
+ * Installations with the plan they are on at `at` and the grant they hold (the latest-expiring
+ * one): the one statement behind both the list and the detail. `where` and `rest` (order, limit)
+ * narrow it; `accounts` adds the detail's count of connected accounts.
+ */
+function selectSummaries<Row extends SummaryRow>(
+  sql: Sql,
+  at: string,
+  query: { accounts?: boolean; where: postgres.Fragment; rest?: postgres.Fragment },
+) {
+  return sql<Row[]>`
+    select i.id, i.created_at, i.created_at::text as created_key, i.last_seen_at, i.disabled_at,
+           (p.installation_id is not null) as paid,
+           g.jti, g.subject, g.plan as grant_plan, g.issued_at, g.expires_at, r.revoked_at
+           ${query.accounts ? sql`, ${connectedAccounts(sql)} as accounts` : sql``}
+      from installations i
+      left join omb_paid_plans(${at}::timestamptz) p on p.installation_id = i.id
+      left join lateral (
+        select * from grants g where g.holder_installation_id = i.id order by g.expires_at desc, g.jti limit 1
+      ) g on true
+      left join revoked_grants r on r.jti = g.jti
+     where ${query.where}
+     ${query.rest ?? sql``}`;
+}
+
 /** Installations by filters, newest first. */
 export async function listInstallations(
   sql: Sql,
@@ -161,18 +192,8 @@ export async function listInstallations(
   page: { limit: number; cursor?: string | undefined },
 ): Promise<Page<InstallationSummary>> {
   const after = decodeCursor(page.cursor, 'uuid');
-  const at = now.toISOString();
-  const rows = await sql<SummaryRow[]>`
-    select i.id, i.created_at, i.created_at::text as created_key, i.last_seen_at, i.disabled_at,
-           (p.installation_id is not null) as paid,
-           g.jti, g.subject, g.plan as grant_plan, g.issued_at, g.expires_at, r.revoked_at
-      from installations i
-      left join omb_paid_plans(${at}::timestamptz) p on p.installation_id = i.id
-      left join lateral (
-        select * from grants g where g.holder_installation_id = i.id order by g.expires_at desc, g.jti limit 1
-      ) g on true
-      left join revoked_grants r on r.jti = g.jti
-     where true
+  const rows = await selectSummaries(sql, now.toISOString(), {
+    where: sql`true
        ${filters.disabled === undefined ? sql`` : filters.disabled ? sql`and i.disabled_at is not null` : sql`and i.disabled_at is null`}
        ${filters.plan === undefined ? sql`` : filters.plan === 'paid' ? sql`and p.installation_id is not null` : sql`and p.installation_id is null`}
        ${filters.lastSeenBefore === undefined ? sql`` : sql`and i.last_seen_at < ${filters.lastSeenBefore.toISOString()}::timestamptz`}
@@ -182,9 +203,9 @@ export async function listInstallations(
            ? sql``
            : sql`and exists (select 1 from grants s where s.holder_installation_id = i.id and s.subject = ${filters.grantSubject})`
        }
-       ${after === null ? sql`` : sql`and (i.created_at, i.id) < (${after.key}::timestamptz, ${after.id}::uuid)`}
-     order by i.created_at desc, i.id desc
-     limit ${page.limit + 1}`;
+       ${after === null ? sql`` : sql`and (i.created_at, i.id) < (${after.key}::timestamptz, ${after.id}::uuid)`}`,
+    rest: sql`order by i.created_at desc, i.id desc limit ${page.limit + 1}`,
+  });
   const items = rows.slice(0, page.limit);
   const last = items.at(-1);
   return {
@@ -196,47 +217,20 @@ export async function listInstallations(
 /** One installation in full; `404` for an unknown id. */
 export async function installationDetail(db: Db, id: string, now: Date): Promise<InstallationDetail> {
   const sql = db.$client;
-  const at = now.toISOString();
   const day = utcDay(now);
   const from = utcDay(new Date(now.getTime() - 6 * DAY_MS));
   const [rows, usage, backlog, triggers] = await Promise.all([
-    sql<(SummaryRow & { accounts: number })[]>`
-      select i.id, i.created_at, i.created_at::text as created_key, i.last_seen_at, i.disabled_at,
-             (p.installation_id is not null) as paid,
-             g.jti, g.subject, g.plan as grant_plan, g.issued_at, g.expires_at, r.revoked_at,
-             (select count(distinct t.connected_account_id)::int from triggers t where t.installation_id = i.id) as accounts
-        from installations i
-        left join omb_paid_plans(${at}::timestamptz) p on p.installation_id = i.id
-        left join lateral (
-          select * from grants g where g.holder_installation_id = i.id order by g.expires_at desc, g.jti limit 1
-        ) g on true
-        left join revoked_grants r on r.jti = g.jti
-       where i.id = ${id}`,
-    sql<{ kept_today: number; skipped_today: number; tests_today: number; kept: number; skipped: number }[]>`
-      select coalesce(sum(u.kept) filter (where u.day = ${day}::date), 0)::int as kept_today,
-             coalesce(sum(u.skipped) filter (where u.day = ${day}::date), 0)::int as skipped_today,
-             coalesce(sum(u.test_events) filter (where u.day = ${day}::date), 0)::int as tests_today,
-             coalesce(sum(u.kept), 0)::int as kept, coalesce(sum(u.skipped), 0)::int as skipped
-        from daily_usage u
-       where u.installation_id = ${id} and u.day between ${from}::date and ${day}::date`,
-    installationBacklog(sql, id),
+    selectSummaries<SummaryRow & { accounts: number }>(sql, now.toISOString(), { accounts: true, where: sql`i.id = ${id}` }),
+    recentUsage(db, id, from, day),
+    queueBacklog(sql, id),
     selectTriggerViews(db, id, day),
   ]);
   const row = rows[0];
   if (!row) throw notFound('no installation has this id', 'installation_not_found');
-  const u = usage[0] ?? { kept_today: 0, skipped_today: 0, tests_today: 0, kept: 0, skipped: 0 };
-  const oldest = backlog.oldestUnacknowledgedAt;
   return {
     ...toSummary(row),
-    events: {
-      today: { day, kept: u.kept_today, skipped: u.skipped_today, tests: u.tests_today },
-      last7Days: { from, kept: u.kept, skipped: u.skipped },
-    },
-    queue: {
-      depth: backlog.depth,
-      oldestUnacknowledgedAt: oldest ? oldest.toISOString() : null,
-      oldestUnacknowledgedAgeSeconds: oldest ? Math.max(0, Math.floor((now.getTime() - oldest.getTime()) / 1000)) : null,
-    },
+    events: { today: { day, ...usage.today }, last7Days: { from, ...usage.days } },
+    queue: queueFigures(backlog, now),
     triggers,
     connectedAccounts: row.accounts,
   };
@@ -254,7 +248,10 @@ interface GrantRow {
   revoked_at: Date | null;
 }
 
-/** Grants the broker has seen presented, or revoked ones never presented, newest first. */
+/**
+ * Grants the broker has seen presented, each with its revocation if any, newest first. A grant
+ * revoked before it was ever presented has no row here: only its jti is known (`revoked_grants`).
+ */
 export async function listGrants(
   sql: Sql,
   now: Date,

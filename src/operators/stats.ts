@@ -5,7 +5,7 @@ import { installations } from '../db/schema.js';
 import { type RegistrationMode, registrationMode } from '../installations/registration.js';
 import { countPaidInstallations } from '../plans/plan.js';
 import { totalUsageOn } from '../plans/usage.js';
-import { queueBacklog } from '../queue/queue.js';
+import { queueBacklog, queueFigures } from '../queue/queue.js';
 
 /** The figures an operator looks at first: who uses the service, how much, and whether queues drain. */
 export interface ServiceStats {
@@ -44,13 +44,12 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
       .from(installations),
     countPaidInstallations(db, now),
     totalUsageOn(db, day),
-    // The queue's own reading, the same one `/metrics` serves (drizzle's client is postgres.js).
+    // The queue's own reading, the one `/metrics` and the installation lookup serve too.
     queueBacklog(db.$client),
   ]);
 
   const total = population?.total ?? 0;
   const disabled = population?.disabled ?? 0;
-  const oldest = queue.oldestUnacknowledgedAt;
   return {
     generatedAt: now.toISOString(),
     registration: mode,
@@ -61,10 +60,6 @@ export async function serviceStats(db: Db, now: Date, configuredMode: Registrati
       activeLastDay: population?.activeLastDay ?? 0,
     },
     events: { day, keptToday: usage.kept, skippedToday: usage.skipped },
-    queue: {
-      depth: queue.depth,
-      oldestUnacknowledgedAt: oldest ? oldest.toISOString() : null,
-      oldestUnacknowledgedAgeSeconds: oldest ? Math.max(0, Math.floor((now.getTime() - oldest.getTime()) / 1000)) : null,
-    },
+    queue: queueFigures(queue, now),
   };
 }

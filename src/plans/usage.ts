@@ -1,12 +1,13 @@
-import { and, eq, sum } from 'drizzle-orm';
+import { and, between, eq, sql, sum } from 'drizzle-orm';
 import type { Db, Sql } from '../db/database.js';
 import { dailyUsage } from '../db/schema.js';
 
 /**
  * Kept and skipped events per installation per UTC day: what the quota counts. The counting
- * itself happens inside webhook ingest's database function, under the installation's lock
- * (migrations/functions/omb_ingest_trigger_message.sql); everything else that touches
- * `daily_usage` is here.
+ * itself happens inside the database, under the installation's lock: the ingest functions count
+ * kept and skipped events into `daily_usage` and each trigger's into `trigger_daily_usage`
+ * (migrations/functions/omb_ingest_*.sql), and omb_queue_trigger_test counts test events. Every
+ * other read and write of `daily_usage` is here, and so is the pruning of both tables.
  */
 export interface DayUsage {
   readonly kept: number;
@@ -29,6 +30,30 @@ export async function totalUsageOn(db: Db, day: string): Promise<DayUsage> {
     .from(dailyUsage)
     .where(eq(dailyUsage.day, day));
   return { kept: row?.kept ?? 0, skipped: row?.skipped ?? 0 };
+}
+
+/** One installation's counts on `day`, test events included, and over `from` through `day`: the operators' lookup. */
+export interface RecentUsage {
+  readonly today: DayUsage & { readonly tests: number };
+  readonly days: DayUsage;
+}
+
+export async function recentUsage(db: Db, installationId: string, from: string, day: string): Promise<RecentUsage> {
+  const onDay = sql`${dailyUsage.day} = ${day}::date`;
+  const [row] = await db
+    .select({
+      keptToday: sql<number>`coalesce(sum(${dailyUsage.kept}) filter (where ${onDay}), 0)::int`.mapWith(Number),
+      skippedToday: sql<number>`coalesce(sum(${dailyUsage.skipped}) filter (where ${onDay}), 0)::int`.mapWith(Number),
+      testsToday: sql<number>`coalesce(sum(${dailyUsage.testEvents}) filter (where ${onDay}), 0)::int`.mapWith(Number),
+      kept: sql<number>`coalesce(sum(${dailyUsage.kept}), 0)::int`.mapWith(Number),
+      skipped: sql<number>`coalesce(sum(${dailyUsage.skipped}), 0)::int`.mapWith(Number),
+    })
+    .from(dailyUsage)
+    .where(and(eq(dailyUsage.installationId, installationId), between(dailyUsage.day, from, day)));
+  return {
+    today: { kept: row?.keptToday ?? 0, skipped: row?.skippedToday ?? 0, tests: row?.testsToday ?? 0 },
+    days: { kept: row?.kept ?? 0, skipped: row?.skipped ?? 0 },
+  };
 }
 
 /**

@@ -139,18 +139,20 @@ export async function acknowledge(sql: Sql, installationId: string, position: nu
   return true;
 }
 
-/** Every installation's unacknowledged events together: what operators watch to see queues drain. */
+/** Unacknowledged events still kept: what operators watch to see queues drain. */
 export interface QueueBacklog {
   readonly depth: number;
   readonly oldestUnacknowledgedAt: Date | null;
 }
 
 /**
- * Queue depth and the oldest unacknowledged event still kept (see readQueue), all installations
- * together. Only
- * installations with a backlog are visited, each through its (installation, position) index.
+ * Queue depth and the oldest unacknowledged event, of every installation together or of one
+ * (`installationId`): the one reading behind `/v1/admin/stats`, `/metrics` and the operators'
+ * installation lookup, so they cannot drift apart. Events received before the retention horizon
+ * are not counted, as polls no longer serve them (see readQueue). Only installations with a
+ * backlog are visited, each through its (installation, position) index.
  */
-export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
+export async function queueBacklog(sql: Sql, installationId?: string): Promise<QueueBacklog> {
   const [row] = await sql<{ depth: string | null; oldest: string | Date | null }[]>`
     select sum(backlog.depth)::bigint as depth, min(backlog.oldest) as oldest
     from installations i
@@ -160,16 +162,32 @@ export async function queueBacklog(sql: Sql): Promise<QueueBacklog> {
       where e.installation_id = i.id and e.position > i.acked_event_position
         and e.received_at >= coalesce((select r.kept_since from event_retention r), '-infinity')
     ) backlog
-    where i.last_event_position > i.acked_event_position`;
+    where i.last_event_position > i.acked_event_position
+      ${installationId === undefined ? sql`` : sql`and i.id = ${installationId}`}`;
   return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
 }
 
-/** One installation's unacknowledged events (the operators' lookup); the same reading as `queueBacklog`. */
-export async function installationBacklog(sql: Sql, installationId: string): Promise<QueueBacklog> {
-  const [row] = await sql<{ depth: string | null; oldest: string | Date | null }[]>`
-    select count(e.position)::bigint as depth, min(e.received_at) as oldest
-      from installations i
-      left join events e on e.installation_id = i.id and e.position > i.acked_event_position
-     where i.id = ${installationId}`;
-  return { depth: Number(row?.depth ?? 0), oldestUnacknowledgedAt: row?.oldest ? new Date(row.oldest) : null };
+/**
+ * Seconds since the oldest unacknowledged event was received, never below 0 (the broker's clock
+ * and Postgres's may disagree a little); null with nothing waiting.
+ */
+export function oldestUnacknowledgedAge(backlog: QueueBacklog, now: Date): number | null {
+  const oldest = backlog.oldestUnacknowledgedAt;
+  return oldest ? Math.max(0, (now.getTime() - oldest.getTime()) / 1000) : null;
+}
+
+/** A backlog as operators read it (`/v1/admin/stats`, the installation lookup): the age in whole seconds. */
+export interface QueueFigures {
+  depth: number;
+  oldestUnacknowledgedAt: string | null;
+  oldestUnacknowledgedAgeSeconds: number | null;
+}
+
+export function queueFigures(backlog: QueueBacklog, now: Date): QueueFigures {
+  const age = oldestUnacknowledgedAge(backlog, now);
+  return {
+    depth: backlog.depth,
+    oldestUnacknowledgedAt: backlog.oldestUnacknowledgedAt?.toISOString() ?? null,
+    oldestUnacknowledgedAgeSeconds: age === null ? null : Math.floor(age),
+  };
 }

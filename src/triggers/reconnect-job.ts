@@ -3,6 +3,7 @@ import { type ComposioGateway, type ConnectedAccount, isComposioNotFound } from 
 import { isOwnLabel, sameAlias } from '../connectors/patterns.js';
 import type { Db, Sql } from '../db/database.js';
 import { composioUserIdFor } from '../installations/tokens.js';
+import { type RepeatingJob, startRepeatingJob } from '../repeating-job.js';
 import { moveTriggerToAccount } from './reconnect.js';
 import { accountLabel, noteReconnectAsked, setTriggerAccountAlias, triggersNeedingReconnect } from './store.js';
 import type { TriggerRow } from './view.js';
@@ -147,37 +148,23 @@ async function learnAlias(deps: ReconnectDeps, composioUserId: string, row: Trig
   }
 }
 
-export interface ReconnectJob {
-  stop(): Promise<void>;
-}
-
 /**
- * Runs `reattachReconnectedTriggers` every `intervalMs` (triggers stranded for more than a day,
- * with no sign-in link asked under their label within a day, on every 20th run). Runs never
- * overlap; failures are logged and retried on the next run.
+ * Runs `reattachReconnectedTriggers` `intervalMs` after start and again `intervalMs` after each
+ * run ends (triggers stranded for more than a day, with no sign-in link asked under their label
+ * within a day, on every 20th run), so runs never overlap; failures are logged and retried on the
+ * next run.
  */
-export function startReconnectJob(deps: ReconnectDeps & { clock: { now(): Date }; intervalMs: number }): ReconnectJob {
+export function startReconnectJob(deps: ReconnectDeps & { clock: { now(): Date }; intervalMs: number }): RepeatingJob {
   let runs = 0;
-  let running: Promise<unknown> | undefined;
-  let stopped = false;
-  const run = () => {
-    if (running || stopped) return;
+  const run = async () => {
     const includeOld = runs++ % RARE_EVERY === 0;
-    running = reattachReconnectedTriggers(deps, { now: deps.clock.now(), includeOld })
-      .catch((err: unknown) => deps.log.warn({ err }, 'trigger reconnect run failed'))
-      .finally(() => {
-        running = undefined;
-      });
+    try {
+      await reattachReconnectedTriggers(deps, { now: deps.clock.now(), includeOld });
+    } catch (err) {
+      deps.log.warn({ err }, 'trigger reconnect run failed');
+    }
   };
-  const timer = setInterval(run, deps.intervalMs);
-  timer.unref();
-  return {
-    async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await running;
-    },
-  };
+  return startRepeatingJob(run, { intervalMs: deps.intervalMs, firstDelayMs: deps.intervalMs });
 }
 
 /**
