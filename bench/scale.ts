@@ -5,9 +5,9 @@ import postgres from 'postgres';
 import { signWebhook } from '../src/composio/webhook-signature.js';
 import { applyMigrations } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
-import { dropExpiredDays } from '../src/retention/retention.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
+import { dropExpiredDays } from '../src/retention/retention.js';
 import {
   benchRun,
   type Child,
