@@ -153,7 +153,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger,
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
     mcpBodyLimitBytes: config.limits.mcpBodyLimitBytes,
-    onSignInLink: signInLinkNoter(database.db, deps.clock),
+    noteSignInLink: signInLinkNoter(database.db, deps.clock),
   });
   // Trigger types per toolkit: discovery and creation read them, test events take their samples.
   const triggerTypes = new TriggerTypeCache(deps.composio, deps.clock, logger);

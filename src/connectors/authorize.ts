@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
 import type { ComposioGateway, ConnectedAccount } from '../composio/index.js';
 import { ComposioFailure } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { badRequest, conflict } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { listAccounts } from './inventory.js';
-import { RETRY_LABEL_PREFIX, sameAlias } from './patterns.js';
+import { isOwnLabel, RETRY_LABEL_PREFIX, sameAlias } from './patterns.js';
 import { withSession } from './session.js';
 
 /** At most this many usable accounts per app (Composio's multi-account cap we configure). */
@@ -17,6 +18,21 @@ const USABLE: ReadonlySet<string> = new Set(['ACTIVE', 'INITIATED', 'INITIALIZIN
 /** An account counts as working when it is `ACTIVE` or Composio did not say. */
 const isWorking = (account: ConnectedAccount) => account.status === 'ACTIVE' || !account.status;
 const isUsable = (account: ConnectedAccount) => !account.status || USABLE.has(account.status);
+
+/**
+ * Told of every sign-in link made, with its label (`''` for none or a retry label), so that
+ * triggers waiting for a reconnect under that label are looked at closely. Triggers keep that
+ * record, and sit above connected apps, so it is handed in.
+ */
+export type NoteSignInLink = (installationId: string, toolkit: string, alias: string) => Promise<void>;
+
+export interface AuthorizeContext {
+  readonly db: Db;
+  readonly composio: ComposioGateway;
+  readonly noteSignInLink: NoteSignInLink;
+  /** The request's log: the link made, and a note that could not be written. */
+  readonly log: Pick<Logger, 'info' | 'warn'>;
+}
 
 export interface AuthorizeResult {
   url: string;
@@ -34,14 +50,17 @@ export interface AuthorizeResult {
  * - a label held only by accounts that don't work is freed (revoked and deleted) and reused;
  *   a label a working account holds is a conflict;
  * - at most five usable accounts, not counting the ones being replaced.
+ *
+ * The link made is noted for the triggers waiting for a reconnect; a note that cannot be written
+ * is logged and the link answered all the same.
  */
 export async function authorize(
-  db: Db,
-  composio: ComposioGateway,
+  ctx: AuthorizeContext,
   installation: Pick<Installation, 'id' | 'composioUserId'>,
   toolkit: string,
   requestedAlias: string | undefined,
 ): Promise<AuthorizeResult> {
+  const { db, composio, log } = ctx;
   const accounts = (await listAccounts(composio, installation.composioUserId, [toolkit])).filter(
     (a) => a.userId === installation.composioUserId && a.toolkit === toolkit,
   );
@@ -79,5 +98,10 @@ export async function authorize(
   if (!composio.isTrustedHost(link.url)) {
     throw new ComposioFailure('unavailable', 'Composio returned a sign-in link on an unexpected host; try again later.');
   }
+  log.info({ toolkit, connectedAccountId: link.connectedAccountId }, 'sign-in link made');
+  // Under its label, or none: triggers whose account had no label wait for an unlabelled one.
+  await ctx.noteSignInLink(installation.id, toolkit, isOwnLabel(alias) ? alias : '').catch((err: unknown) => {
+    log.warn({ err }, 'could not note the sign-in link for triggers waiting for a reconnect');
+  });
   return { url: link.url, connectedAccountId: link.connectedAccountId, alias: alias ?? null, expiresAt: link.expiresAt };
 }

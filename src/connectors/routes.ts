@@ -6,14 +6,14 @@ import type { Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
-import { describedHeaders, installationToken, json, refusal, refusals } from '../http/responses.js';
+import { describedHeaders, empty, installationToken, json, refusal, refusals } from '../http/responses.js';
 import { requireInstallation } from '../installations/guard.js';
-import { authorize } from './authorize.js';
+import { authorize, type NoteSignInLink } from './authorize.js';
 import { CatalogCache } from './catalog.js';
 import { disconnectAccount, disconnectSelected } from './disconnect.js';
 import { inventory } from './inventory.js';
 import { proxyMcp } from './mcp-proxy.js';
-import { Alias, ConnectedAccountId, isOwnLabel, ToolkitSlug } from './patterns.js';
+import { Alias, ConnectedAccountId, ToolkitSlug } from './patterns.js';
 
 export interface ConnectorRoutesDeps {
   database: Database;
@@ -23,11 +23,8 @@ export interface ConnectorRoutesDeps {
   requestsPerMinute: number;
   mcpBodyLimitBytes: number;
   logger: Logger;
-  /**
-   * Told of every sign-in link made, with its label (so that triggers waiting for a reconnect
-   * under that label are looked at closely). Failures are logged, never answered.
-   */
-  onSignInLink?: (installationId: string, toolkit: string, alias: string) => Promise<void>;
+  /** What `authorize` tells of every sign-in link made (see there). */
+  noteSignInLink: NoteSignInLink;
 }
 
 const SlugParams = z.object({ slug: ToolkitSlug });
@@ -77,6 +74,7 @@ const refused = {
   403: refusals.installationDisabled,
   429: refusals.installationRateLimited,
   502: refusals.composioFailed,
+  503: refusals.composioFailed,
 };
 
 /** The connected-app routes the existing client already speaks, with their bodies unchanged. */
@@ -101,7 +99,8 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     response: {
       200: json('Every app with an account (or needing none).', z.object({ configured: z.literal(true), services: Services })),
       ...refused,
-      503: refusals.composioFailed,
+      404: refusal('Composio does not find what the inventory asked for (`composio_not_found`); `error` says what.'),
+      422: refusal('Composio refused to list the accounts; `error` carries its sentence saying why.'),
     },
   };
   app.get('/v1/connectors/connected', { ...routeOptions, schema: connected }, async (request) => ({
@@ -141,21 +140,20 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
       422: refusal(
         'The app has no Composio-managed sign-in (`auth_config_required`); the owner can add their own Composio project key in Settings → API keys.',
       ),
+      404: refusal('Composio does not know the app (`composio_not_found`).'),
       429: refusals.installationRateLimited,
       502: refusals.composioFailed,
+      503: refusals.composioFailed,
     },
   };
-  app.post('/v1/connectors/:slug/authorize', { ...routeOptions, schema: signIn }, async (request) => {
-    const { slug } = request.params;
-    const { alias } = request.body;
-    const result = await authorize(db, composio, request.installation, slug, alias);
-    request.log.info({ toolkit: slug, connectedAccountId: result.connectedAccountId }, 'sign-in link made');
-    // Under its label, or none: triggers whose account had no label wait for an unlabelled one.
-    await deps.onSignInLink?.(request.installation.id, slug, isOwnLabel(result.alias) ? result.alias : '').catch((err: unknown) => {
-      request.log.warn({ err }, 'could not note the sign-in link for triggers waiting for a reconnect');
-    });
-    return result;
-  });
+  app.post('/v1/connectors/:slug/authorize', { ...routeOptions, schema: signIn }, async (request) =>
+    authorize(
+      { db, composio, noteSignInLink: deps.noteSignInLink, log: request.log },
+      request.installation,
+      request.params.slug,
+      request.body.alias,
+    ),
+  );
 
   const disconnectOne = {
     tags: ['connected apps'],
@@ -225,6 +223,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
         description: 'The upstream answer as-is (JSON or `text/event-stream`).',
         content: { 'application/json': { schema: z.unknown() }, 'text/event-stream': { schema: z.string() } },
       },
+      400: json("The MCP server's own refusal of the message (a JSON-RPC error), passed on as it is.", z.unknown()),
       ...refused,
       404: mcpSessionUnknown,
       413: refusals.tooLarge,
@@ -236,7 +235,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     security: installationToken,
     headers: mcpHeaders(true),
     response: {
-      200: { description: 'The upstream answer as-is.', content: { 'application/json': { schema: z.unknown() } } },
+      200: empty('Ended. The MCP server answers this without a body.'),
       ...refused,
       404: mcpSessionUnknown,
     },

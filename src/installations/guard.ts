@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import type { Sql } from '../db/database.js';
-import { forbidden, unauthorized } from '../errors.js';
+import { unauthorized } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
+import { installationDisabled } from './disable.js';
 import { authenticate, type Installation } from './installations.js';
 
 declare module 'fastify' {
@@ -10,14 +11,6 @@ declare module 'fastify' {
     installation: Installation;
   }
 }
-
-/**
- * The refusal of every installation route for an installation an operator disabled. Not `401`:
- * the existing client registers anew on `401` (and would leave its accounts behind), but keeps
- * its token on anything else and retries later, so re-enabling restores it as it was.
- */
-export const installationDisabled = () =>
-  forbidden('this installation is disabled by the service operator; try again later', 'installation_disabled');
 
 /**
  * The pre-handler of every installation route: `401` for a missing or unknown token (and only

@@ -199,8 +199,9 @@ const PENDING_FOR_MS = 60_000;
  * 3. the new secret is stored as accepted, and every secret accepted until now (stored or in
  *    the environment) expires `keepOldForMs` later, by itself.
  *
- * If Composio refuses, the marker is removed and nothing changed. This one function is the
- * rotation, so whatever should be recorded about a rotation belongs here.
+ * If Composio refuses, the marker is removed and nothing changed. Who rotated is not known
+ * here: the operators' action that calls this (`rotateSecret`) records the rotation once it
+ * has happened.
  */
 export async function rotateWebhookSecret(deps: RotationDeps, request: RotationRequest): Promise<Rotation> {
   const { sql, composio } = deps;

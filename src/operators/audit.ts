@@ -4,8 +4,10 @@ import { operatorAudit } from '../db/schema.js';
 
 /**
  * The operators' audit trail: the only module that writes `operator_audit`. Every operator
- * action writes its row inside the action's own transaction (see `audited`), so a change that
- * did not commit left no row, and a row that could not be written undid the change.
+ * action writes its row inside the action's own transaction (see actions.ts), so a change that
+ * did not commit left no row, and a row that could not be written undid the change. The one
+ * exception is a webhook secret rotation: it happens at Composio, which no rollback undoes, so
+ * its row follows it.
  */
 
 /** Who acted: an admin token's `sub` and `jti`, or an operator at the CLI. */
@@ -42,24 +44,6 @@ export async function recordAudit(db: DbOrTransaction, actor: Actor, record: Aud
     target: record.target,
     outcome: record.outcome,
     details: record.details ?? {},
-  });
-}
-
-/**
- * Runs `work` in a transaction and records what it did in the same transaction: the row says
- * what `describe` makes of the result. If `work` throws, nothing is recorded (nothing happened).
- */
-export async function audited<T>(
-  db: Db,
-  actor: Actor,
-  at: Date,
-  work: (tx: DbOrTransaction) => Promise<T>,
-  describe: (result: T) => AuditRecord,
-): Promise<T> {
-  return db.transaction(async (tx) => {
-    const result = await work(tx);
-    await recordAudit(tx, actor, describe(result), at);
-    return result;
   });
 }
 
@@ -132,12 +116,6 @@ export async function removeExpiredAudit(sql: Sql, horizon: Date, batchSize = 50
     removed += batch?.removed ?? 0;
     if ((batch?.removed ?? 0) < batchSize) return removed;
   }
-}
-
-/** The newest entry of an action, for changes the broker notices by comparing (operator keys). */
-export async function lastAuditOf(db: Db, action: AuditAction): Promise<AuditEntry | undefined> {
-  const { entries } = await listAudit(db, { limit: 1, action });
-  return entries[0];
 }
 
 /** The lock that lets one broker process at a time compare the operator keys at start. */

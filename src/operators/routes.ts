@@ -7,12 +7,11 @@ import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import { isStorableText } from '../http/json-limits.js';
 import { json, operatorToken, refusal, refusals, timestamp, uuid } from '../http/responses.js';
-import { disableInstallation, enableInstallation } from '../installations/disable.js';
-import { type RegistrationMode, registrationMode, setRegistrationMode } from '../installations/registration.js';
+import { type RegistrationMode, registrationMode } from '../installations/registration.js';
 import type { OperatorPublicKeys } from '../operator-keys/keys.js';
-import { revokeGrant } from '../plans/store.js';
+import * as actions from './actions.js';
 import { authenticateOperator, type Operator } from './admin-tokens.js';
-import { type Actor, audited, listAudit } from './audit.js';
+import { type Actor, listAudit } from './audit.js';
 import { installationDetail, listGrants, listInstallations, MAX_PAGE } from './lookups.js';
 import { serviceStats } from './stats.js';
 
@@ -209,9 +208,8 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
     void reply.header('cache-control', 'no-store');
   });
 
-  /** One line per change, naming the operator; tokens stay out of it. The record is `operator_audit`. */
-  const audit = (request: FastifyRequest, action: string, details: Record<string, unknown>) =>
-    request.log.info({ operator: request.operator.subject, action, ...details }, 'operator action');
+  /** An operator action's context: its line goes to the request's log. */
+  const acting = (request: FastifyRequest): actions.ActionContext => ({ database: deps.database, clock: deps.clock, log: request.log });
   const actor = (request: FastifyRequest): Actor => ({
     operator: request.operator.subject,
     tokenId: request.operator.tokenId,
@@ -254,23 +252,9 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
       ...adminRefusals,
     },
   };
-  app.put('/v1/admin/registration', { ...limited, schema: switchMode }, async (request) => {
-    const { mode } = request.body;
-    const now = deps.clock.now();
-    await audited(
-      db,
-      actor(request),
-      now,
-      async (tx) => {
-        const before = await registrationMode(tx, deps.registrationMode);
-        await setRegistrationMode(tx, mode);
-        return before;
-      },
-      (before) => ({ action: 'registration.set', target: 'registration', outcome: before === mode ? `already ${mode}` : mode }),
-    );
-    audit(request, 'registration', { mode });
-    return { mode };
-  });
+  app.put('/v1/admin/registration', { ...limited, schema: switchMode }, async (request) =>
+    actions.switchRegistration(acting(request), actor(request), { mode: request.body.mode, configured: deps.registrationMode }),
+  );
 
   const disable = {
     tags: ['operators'],
@@ -286,19 +270,9 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
       404: installationNotFound,
     },
   };
-  app.post('/v1/admin/installations/:id/disable', { ...limited, schema: disable }, async (request) => {
-    const { id } = request.params;
-    const now = deps.clock.now();
-    const answer = await audited(
-      db,
-      actor(request),
-      now,
-      (tx) => disableInstallation(tx, id, now),
-      (a) => ({ action: 'installation.disable', target: id, outcome: a.wasDisabled ? 'already disabled' : 'disabled' }),
-    );
-    audit(request, 'disable', { installationId: id });
-    return answer;
-  });
+  app.post('/v1/admin/installations/:id/disable', { ...limited, schema: disable }, async (request) =>
+    actions.disable(acting(request), actor(request), request.params.id),
+  );
 
   const enable = {
     tags: ['operators'],
@@ -313,18 +287,9 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
       404: installationNotFound,
     },
   };
-  app.post('/v1/admin/installations/:id/enable', { ...limited, schema: enable }, async (request) => {
-    const { id } = request.params;
-    const answer = await audited(
-      db,
-      actor(request),
-      deps.clock.now(),
-      (tx) => enableInstallation(tx, id),
-      (a) => ({ action: 'installation.enable', target: id, outcome: a.wasDisabled ? 'enabled' : 'already enabled' }),
-    );
-    audit(request, 'enable', { installationId: id });
-    return { installationId: answer.installationId, disabledAt: answer.disabledAt };
-  });
+  app.post('/v1/admin/installations/:id/enable', { ...limited, schema: enable }, async (request) =>
+    actions.enable(acting(request), actor(request), request.params.id),
+  );
 
   const revoke = {
     tags: ['operators'],
@@ -339,19 +304,9 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
       ...adminRefusals,
     },
   };
-  app.post('/v1/admin/grants/:jti/revoke', { ...limited, schema: revoke }, async (request) => {
-    const { jti } = request.params;
-    const now = deps.clock.now();
-    const answer = await audited(
-      db,
-      actor(request),
-      now,
-      (tx) => revokeGrant(tx, jti, now),
-      (a) => ({ action: 'grant.revoke', target: jti, outcome: a.revokedNow ? 'revoked' : 'already revoked' }),
-    );
-    audit(request, 'revoke grant', { grantId: jti });
-    return answer;
-  });
+  app.post('/v1/admin/grants/:jti/revoke', { ...limited, schema: revoke }, async (request) =>
+    actions.revoke(acting(request), actor(request), request.params.jti),
+  );
 
   const installationList = {
     tags: ['operators'],

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Sql } from '../db/database.js';
 import { unauthorized } from '../errors.js';
-import { installationDisabled } from '../installations/guard.js';
+import { installationDisabled } from '../installations/disable.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { EventHub, Sleeper, Wait, WakeReason } from './hub.js';
 import { acknowledge, type QueuedEvent, type QueueSlice, readQueue } from './queue.js';

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AuthorizeContext, authorize as authorizeLink } from '../../src/connectors/authorize.js';
+import { createLogger } from '../../src/logger.js';
+import { LogCapture } from '../support/app.js';
 import { type ConnectorsWorld, composioRequests, type Member, member, startWorld } from './support.js';
 
 let w: ConnectorsWorld;
@@ -145,5 +148,60 @@ describe('POST /v1/connectors/:slug/authorize', () => {
     });
     expect(response.statusCode).toBe(400);
     expect(response.json().code).toBe('invalid_json');
+  });
+});
+
+describe('authorize and the sign-in note', () => {
+  /** The note and the log, kept; `failing` makes every note throw. */
+  function recorder(failing = false) {
+    const notes: [string, string, string][] = [];
+    const logs = new LogCapture();
+    const ctx: AuthorizeContext = {
+      db: w.t.database.db,
+      composio: w.h.gateway,
+      noteSignInLink: async (installationId, toolkit, alias) => {
+        if (failing) throw new Error('the note was refused');
+        notes.push([installationId, toolkit, alias]);
+      },
+      log: createLogger('info', logs),
+    };
+    const messages = () => logs.lines.map((l) => JSON.parse(l) as { level: number; msg: string });
+    return { ctx, notes, messages };
+  }
+  const installationOf = (m: Member) => ({ id: m.installationId, composioUserId: m.userId });
+
+  it('notes each link made under its own label, and under none for a first connection or a retry label', async () => {
+    const m = await member(w.t.app);
+    const { ctx, notes } = recorder();
+    await authorizeLink(ctx, installationOf(m), 'gmail', 'Work');
+    const first = await authorizeLink(ctx, installationOf(m), 'slack', undefined);
+    const retry = await authorizeLink(ctx, installationOf(m), 'slack', undefined);
+    expect(first.alias).toBeNull();
+    expect(retry.alias).toMatch(/^omb-retry-/);
+    expect(notes).toEqual([
+      [m.installationId, 'gmail', 'Work'],
+      [m.installationId, 'slack', ''],
+      [m.installationId, 'slack', ''],
+    ]);
+  });
+
+  it('notes nothing for a link it refuses', async () => {
+    const m = await member(w.t.app);
+    w.h.sim.controls.createAccount({ userId: m.userId, toolkit: 'gmail', alias: 'work', status: 'ACTIVE' });
+    const { ctx, notes } = recorder();
+    await expect(authorizeLink(ctx, installationOf(m), 'gmail', 'work')).rejects.toMatchObject({ code: 'alias_taken' });
+    expect(notes).toEqual([]);
+  });
+
+  it('answers the link when the note cannot be written, and logs why', async () => {
+    const m = await member(w.t.app);
+    const { ctx, messages } = recorder(true);
+    const link = await authorizeLink(ctx, installationOf(m), 'gmail', 'home');
+    expect(link).toMatchObject({ alias: 'home', connectedAccountId: expect.any(String) });
+    expect(accountsOf(m, 'gmail')).toMatchObject([{ id: link.connectedAccountId, alias: 'home' }]);
+    expect(messages()).toMatchObject([
+      { level: 30, msg: 'sign-in link made', toolkit: 'gmail', connectedAccountId: link.connectedAccountId },
+      { level: 40, msg: 'could not note the sign-in link for triggers waiting for a reconnect', err: { message: 'the note was refused' } },
+    ]);
   });
 });

@@ -1,7 +1,7 @@
+import { systemClock } from '../../clock.js';
 import { type ComposioGateway, gatewayForProject } from '../../composio/index.js';
 import type { Config } from '../../config.js';
-import { rotateWebhookSecret } from '../../intake/webhook-secrets.js';
-import { recordAudit } from '../audit.js';
+import { rotateSecret } from '../actions.js';
 import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions, UsageError } from './command.js';
 import { cliLogger, withBrokerDatabase } from './database.js';
 
@@ -81,20 +81,13 @@ embedded Postgres while no broker runs on it).`,
     const operator = cliOperator(values.as, env);
     const config = cliConfig(env);
     const { composio, webhookUrl } = gatewayFor(config, io);
-    const rotation = await withBrokerDatabase(config, cliLogger(config, io), async (database) => {
-      const rotated = await rotateWebhookSecret(
-        { sql: database.sql, composio, environmentSecrets: config.composio.webhookSecrets },
-        { webhookUrl, keepOldForMs, now: new Date() },
-      );
-      // The rotation happened on Composio; its record follows it (never the secret).
-      await recordAudit(
-        database.db,
+    const rotation = await withBrokerDatabase(config, cliLogger(config, io), (database) =>
+      rotateSecret(
+        { database, clock: systemClock },
         { operator, tokenId: null, source: 'cli' },
-        { action: 'webhook.rotate-secret', target: rotated.subscriptionId, outcome: 'rotated' },
-        new Date(),
-      );
-      return rotated;
-    });
+        { composio, environmentSecrets: config.composio.webhookSecrets, webhookUrl, keepOldForMs },
+      ),
+    );
     printSecret(
       io,
       rotation.secret,
