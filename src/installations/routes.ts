@@ -104,6 +104,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
           200: json("The installation, its plan and today's quota.", Me),
           401: refusals.unauthorized,
           403: refusals.installationDisabled,
+          503: refusal('The database is not reachable (`database_unavailable`): keep the token and retry after `retry-after`.'),
         },
       },
     },

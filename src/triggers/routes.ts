@@ -167,6 +167,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       200: json('The trigger types.', z.object({ toolkit: z.string(), types: z.array(TriggerTypeBody) })),
       400: refusals.badRequest,
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       ...composioRefusals,
     },
   };

@@ -42,6 +42,7 @@ export async function triggerTestRoutes(server: FastifyInstance, deps: TriggerTe
     response: {
       202: json('Queued.', TestQueued),
       401: refusals.unauthorized,
+      403: refusals.installationDisabled,
       404: refusal("No trigger of this installation has this id (`trigger_not_found`), also for another installation's trigger."),
       429: refusal("Today's test events are used up (`test_allowance_exceeded`); see `retry-after`."),
     },

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { insertTrigger, type TestTrigger } from './helpers.js';
+import { insertTrigger, installationWithTrigger, type TestTrigger } from './helpers.js';
 
 /**
  * omb_ingest_trigger_messages keeps an installation's messages together only when every one of
@@ -17,13 +17,6 @@ beforeAll(async () => {
 afterAll(() => database.drop());
 
 const QUOTA = 5;
-
-async function installationWithTrigger(options: Parameters<typeof insertTrigger>[2] = {}): Promise<TestTrigger> {
-  const id = randomUUID();
-  await database.sql`insert into installations (id, token_hash, composio_user_id)
-                     values (${id}, ${randomUUID()}, ${`omb_${id.replaceAll('-', '')}`})`;
-  return insertTrigger(database, id, options);
-}
 
 function message(trigger: TestTrigger, at: Date, overrides: Record<string, unknown> = {}) {
   return {
@@ -63,12 +56,12 @@ describe('a batch of trigger messages', () => {
     const midnight = new Date(Date.UTC(2026, 10, 30, 0, 0, 0));
     const before = new Date(midnight.getTime() - 1000);
     const after = new Date(midnight.getTime() + 1000);
-    const clean = await installationWithTrigger();
-    const twice = await installationWithTrigger();
-    const paused = await installationWithTrigger({ enabled: false });
+    const clean = await installationWithTrigger(database);
+    const twice = await installationWithTrigger(database);
+    const paused = await installationWithTrigger(database, { enabled: false });
     const pausedSibling = await insertTrigger(database, paused.installationId);
-    const nearLimit = await installationWithTrigger();
-    const filtered = await installationWithTrigger({ filter: { label: 'bug' } });
+    const nearLimit = await installationWithTrigger(database);
+    const filtered = await installationWithTrigger(database, { filter: { label: 'bug' } });
     const stranger = { ...clean, composioTriggerId: 'ti_nobody_knows' };
     // The day before midnight: nearLimit has kept QUOTA - 1 already; clean has kept 2.
     const dayBefore = before.toISOString().slice(0, 10);
@@ -144,7 +137,7 @@ describe('a batch of trigger messages', () => {
   });
 
   it('stores a delivery the queue already holds once, even among clean messages', async () => {
-    const trigger = await installationWithTrigger();
+    const trigger = await installationWithTrigger(database);
     const at = new Date();
     const first = message(trigger, at);
     expect((await ingest([first])).map((r) => r.outcome)).toEqual(['accepted']);
@@ -154,7 +147,7 @@ describe('a batch of trigger messages', () => {
   });
 
   it('keeps a large batch of many installations together in order, positions dense per installation', async () => {
-    const triggers = await Promise.all(Array.from({ length: 20 }, () => installationWithTrigger()));
+    const triggers = await Promise.all(Array.from({ length: 20 }, () => installationWithTrigger(database)));
     const at = new Date();
     const batch = Array.from({ length: 100 }, (_, i) => message(triggers[(i * 7) % triggers.length]!, at, { quotaStandard: 1000 }));
     const rows = await ingest(batch);

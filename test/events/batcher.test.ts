@@ -6,20 +6,13 @@ import { createLogger } from '../../src/logger.js';
 import { quotaDay, quotaExceededEventId } from '../../src/queue/broker-events.js';
 import { LogCapture } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { countEvents, insertTrigger, type TestTrigger } from './helpers.js';
+import { countEvents, installationWithTrigger, type TestTrigger } from './helpers.js';
 
 let database: TestDatabase;
 beforeAll(async () => {
   database = await createTestDatabase();
 });
 afterAll(() => database.drop());
-
-async function installationWithTrigger(): Promise<TestTrigger> {
-  const id = randomUUID();
-  await database.sql`insert into installations (id, token_hash, composio_user_id)
-                     values (${id}, ${randomUUID()}, ${`omb_${id.replaceAll('-', '')}`})`;
-  return insertTrigger(database, id);
-}
 
 function message(trigger: TestTrigger, overrides: Partial<TriggerMessageInput> = {}): TriggerMessageInput {
   const now = new Date();
@@ -50,7 +43,7 @@ function counting(sql: Sql): { sql: Sql; statements: () => number } {
 
 describe('ingest group commit', () => {
   it('writes messages that arrive while others commit together, in fewer transactions', async () => {
-    const triggers = await Promise.all(Array.from({ length: 5 }, installationWithTrigger));
+    const triggers = await Promise.all(Array.from({ length: 5 }, () => installationWithTrigger(database)));
     const { sql, statements } = counting(database.sql);
     const batcher = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 2, maxBatch: 50 });
     // Interleaved installations: every batch takes several installations' locks, in one order.
@@ -68,7 +61,7 @@ describe('ingest group commit', () => {
   });
 
   it('answers a message alone at once when nothing else is in flight', async () => {
-    const trigger = await installationWithTrigger();
+    const trigger = await installationWithTrigger(database);
     const { sql, statements } = counting(database.sql);
     const batcher = new IngestBatcher(sql, createLogger('silent'));
     expect((await batcher.write(message(trigger))).outcome).toBe('accepted');
@@ -77,7 +70,7 @@ describe('ingest group commit', () => {
   });
 
   it('does not let one message Postgres refuses fail the rest of its batch', async () => {
-    const trigger = await installationWithTrigger();
+    const trigger = await installationWithTrigger(database);
     const logs = new LogCapture();
     const batcher = new IngestBatcher(database.sql, createLogger('warn', logs), { maxInFlight: 1, maxBatch: 50 });
     const good = Array.from({ length: 10 }, () => message(trigger));
@@ -90,7 +83,7 @@ describe('ingest group commit', () => {
   });
 
   it('stores a message delivered twice in one batch once', async () => {
-    const trigger = await installationWithTrigger();
+    const trigger = await installationWithTrigger(database);
     const batcher = new IngestBatcher(database.sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
     const first = message(trigger);
     const outcomes = await Promise.all(

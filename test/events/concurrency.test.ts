@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { registerOver, until } from '../support/http.js';
 import { BROKER_ENV, buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 
 /**
@@ -18,13 +19,6 @@ afterAll(async () => {
 });
 
 type Batch = { events: Array<{ id: string }>; cursor: string };
-
-async function registerOver(url: string): Promise<{ installationId: string; auth: { authorization: string } }> {
-  const response = await fetch(`${url}/v1/installations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-  expect(response.status).toBe(201);
-  const { installationId, token } = (await response.json()) as { installationId: string; token: string };
-  return { installationId, auth: { authorization: `Bearer ${token}` } };
-}
 
 async function postWebhook(url: string, trigger: TestTrigger, n: number): Promise<{ id: string; status: number; outcome?: string }> {
   const webhook = signed(triggerMessage(trigger, { n }));
@@ -92,10 +86,10 @@ describe('one broker process', () => {
     const client = httpRequest(`${url}/v1/events?wait=25`, { headers: owner.auth });
     client.on('error', () => undefined);
     client.end();
-    await until(() => t.events.hub.size === 1);
+    await until(() => t.events.hub.size === 1, 5_000);
     client.destroy();
     const started = performance.now();
-    await until(() => t.events.hub.size === 0);
+    await until(() => t.events.hub.size === 0, 5_000);
     expect(performance.now() - started).toBeLessThan(200);
   });
 });
@@ -178,11 +172,3 @@ describe('durability', () => {
     expect(new Set(received).size).toBe(received.length);
   }, 60_000);
 });
-
-async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-}

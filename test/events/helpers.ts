@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { expect } from 'vitest';
 import { signWebhook } from '../../src/composio/webhook-signature.js';
 import type { Env } from '../../src/config.js';
 import type { Database, Sql } from '../../src/db/database.js';
@@ -79,6 +80,20 @@ export async function insertTrigger(
             ${trigger.connectedAccountId}, ${trigger.composioTriggerId}, ${JSON.stringify(options.filter ?? {})}::text::jsonb,
             ${options.enabled ?? true})`;
   return trigger;
+}
+
+/**
+ * An installation row and one trigger of it, written directly, for tests of what happens below
+ * the routes (registration is not under test there).
+ */
+export async function installationWithTrigger(
+  database: Pick<Database, 'sql'>,
+  options: Parameters<typeof insertTrigger>[2] = {},
+): Promise<TestTrigger> {
+  const id = randomUUID();
+  await database.sql`insert into installations (id, token_hash, composio_user_id)
+                     values (${id}, ${randomBytes(32).toString('hex')}, ${composioUserIdFor(id)})`;
+  return insertTrigger(database, id, options);
 }
 
 /** A V3 `composio.trigger.message` for the trigger. */
@@ -162,8 +177,95 @@ export async function buildEventsApp(env: Env = {}, options: { database?: TestDa
     ...t,
     events,
     async close() {
-      await t.app.close();
-      if (!options.database) await database.drop();
+      try {
+        await t.app.close();
+      } finally {
+        if (!options.database) await database.drop();
+      }
     },
   };
+}
+
+/*
+ * Requests of the events tests, against an in-process app. Each takes the test app first (its
+ * `clock` signs what `send` posts), so one file can talk to several apps on one database.
+ */
+
+type Auth = { authorization: string };
+
+/** `POST /v1/webhooks/composio` as Composio would post `webhook`, from `ip` when given; the answer as it came. */
+export function post(to: Pick<TestApp, 'app'>, webhook: SignedWebhook, options: { ip?: string } = {}) {
+  return to.app.inject({
+    method: 'POST',
+    url: '/v1/webhooks/composio',
+    headers: webhook.headers,
+    payload: webhook.body,
+    ...(options.ip ? { remoteAddress: options.ip } : {}),
+  });
+}
+
+export interface Sent {
+  /** The delivery's `webhook-id`, which becomes the event's id. */
+  id: string;
+  outcome: string;
+}
+
+/**
+ * A trigger message signed at the app's now (with `data`, under the `webhook-id` `id` when
+ * given) and posted; it must be answered 200 with `{outcome}` and nothing else.
+ */
+export async function send(
+  to: Pick<TestApp, 'app' | 'clock'>,
+  trigger: TestTrigger,
+  options: { data?: Record<string, unknown>; id?: string } = {},
+): Promise<Sent> {
+  const webhook = signed(triggerMessage(trigger, options.data), { at: to.clock.now(), ...(options.id ? { id: options.id } : {}) });
+  const response = await post(to, webhook);
+  expect(response.statusCode).toBe(200);
+  const body = response.json<{ outcome: string }>();
+  expect(body).toEqual({ outcome: expect.any(String) });
+  return { id: webhook.id, outcome: body.outcome };
+}
+
+/** `send` for a message that must be accepted; the id of the event it queued. */
+export async function sendAccepted(to: Pick<TestApp, 'app' | 'clock'>, trigger: TestTrigger, data: Record<string, unknown> = {}) {
+  const { id, outcome } = await send(to, trigger, { data });
+  expect(outcome).toBe('accepted');
+  return id;
+}
+
+/**
+ * A query of `GET /v1/events`: an object is encoded, with `wait: 0` unless it sets `wait`; a
+ * string goes exactly as written (for values a test spells on purpose, or no `wait` at all).
+ */
+export type EventsQuery = string | Record<string, string | number>;
+
+/** `GET /v1/events`; the answer as it came. */
+export function getEvents(from: Pick<TestApp, 'app'>, auth: Auth, query: EventsQuery = {}) {
+  const search =
+    typeof query === 'string'
+      ? query
+      : new URLSearchParams(Object.entries({ wait: 0, ...query }).map(([k, v]): [string, string] => [k, String(v)])).toString();
+  return from.app.inject({ method: 'GET', url: `/v1/events?${search}`, headers: auth });
+}
+
+/** An event as a poll answers it, loosely typed: tests compare it with what they expect. */
+export type PolledEvent = { id: string; type: string; data: any; [field: string]: any };
+export interface Batch {
+  events: PolledEvent[];
+  cursor: string;
+  gap?: boolean;
+}
+
+/** One poll (`getEvents`) that must be answered 200, uncached; the batch. */
+export async function poll(from: Pick<TestApp, 'app'>, auth: Auth, query: EventsQuery = {}): Promise<Batch> {
+  const response = await getEvents(from, auth, query);
+  expect(response.statusCode).toBe(200);
+  expect(response.headers['cache-control']).toBe('no-store');
+  return response.json<Batch>();
+}
+
+/** Up to 100 of the installation's events from where it acknowledged, acknowledging none. */
+export async function drain(from: Pick<TestApp, 'app'>, auth: Auth): Promise<PolledEvent[]> {
+  return (await poll(from, auth, { limit: 100 })).events;
 }

@@ -1,14 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WebhookEvent } from '../../src/composio/webhook-events.js';
-import { insertInstallation } from '../../src/installations/store.js';
-import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { type IngestDeps, ingestWebhookEvent } from '../../src/intake/ingest.js';
 import { IngestBatcher } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
 import type { QueuedEventType } from '../../src/queue/queue.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { insertTrigger, type TestTrigger } from './helpers.js';
+import { installationWithTrigger, type TestTrigger } from './helpers.js';
 
 let database: TestDatabase;
 beforeAll(async () => {
@@ -30,16 +28,6 @@ function recordingIngest() {
   return { deps, woken, queued };
 }
 
-async function installationWithTrigger(): Promise<TestTrigger> {
-  const id = randomUUID();
-  await insertInstallation(database.db, {
-    id,
-    tokenHash: randomUUID().replaceAll('-', '').repeat(2),
-    composioUserId: composioUserIdFor(id),
-  });
-  return insertTrigger(database, id);
-}
-
 const message = (trigger: TestTrigger): WebhookEvent => ({
   type: 'composio.trigger.message',
   id: `msg_${randomUUID()}`,
@@ -55,7 +43,7 @@ const receivedAt = new Date('2031-03-14T12:00:00Z');
 
 describe('ingestWebhookEvent', () => {
   it('answers the type of what it queued and wakes the installation itself, only when something was queued', async () => {
-    const trigger = await installationWithTrigger();
+    const trigger = await installationWithTrigger(database);
     const { deps, woken, queued } = recordingIngest();
     const ingest = (event: WebhookEvent, eventId: string = randomUUID()) => ingestWebhookEvent(deps, { eventId, event, receivedAt });
 
@@ -80,7 +68,7 @@ describe('ingestWebhookEvent', () => {
   });
 
   it('applies the paid plan’s limit in the same write, from the grant the installation holds', async () => {
-    const trigger = await installationWithTrigger();
+    const trigger = await installationWithTrigger(database);
     await database.sql`
       insert into grants (jti, subject, plan, holder_installation_id, issued_at, expires_at)
       values (${randomUUID()}, 'cloud', 'paid', ${trigger.installationId}, ${receivedAt.toISOString()}::timestamptz,

@@ -1,15 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropExpiredDays, ensureEventPartitions, removeExpiredEvents } from '../../src/retention/retention.js';
 import { register } from '../support/app.js';
-import {
-  buildEventsApp,
-  type EventsTestApp,
-  insertTrigger,
-  type SignedWebhook,
-  signed,
-  type TestTrigger,
-  triggerMessage,
-} from './helpers.js';
+import { buildEventsApp, type EventsTestApp, insertTrigger, poll, send, sendAccepted, type TestTrigger } from './helpers.js';
 
 /**
  * The queue's storage at scale: one partition per UTC day, retention by dropping whole days,
@@ -22,29 +14,6 @@ beforeAll(async () => {
   t = await buildEventsApp({ QUOTA_STANDARD: '3' });
 });
 afterAll(() => t.close());
-
-type Batch = { events: Array<{ id: string; type: string; receivedAt: string }>; cursor: string; gap?: boolean };
-
-async function post(webhook: SignedWebhook, app = t.app) {
-  return app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
-}
-
-async function send(trigger: TestTrigger, options: { id?: string } = {}): Promise<{ id: string; outcome: string }> {
-  const webhook = signed(triggerMessage(trigger), { at: t.clock.now(), ...(options.id ? { id: options.id } : {}) });
-  const response = await post(webhook);
-  expect(response.statusCode).toBe(200);
-  return { id: webhook.id, outcome: response.json<{ outcome: string }>().outcome };
-}
-
-async function batch(auth: { authorization: string }, query = ''): Promise<Batch> {
-  const response = await t.app.inject({
-    method: 'GET',
-    url: `/v1/events?wait=0&${query.includes('limit=') ? query : `limit=100&${query}`}`,
-    headers: auth,
-  });
-  expect(response.statusCode).toBe(200);
-  return response.json<Batch>();
-}
 
 async function partitionOf(installationId: string, id: string): Promise<string> {
   const [row] = await t.database.sql<{ partition: string }[]>`
@@ -64,9 +33,9 @@ describe('day partitions', () => {
 
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const first = await send(trigger);
+    const first = await send(t, trigger);
     t.clock.set('2033-01-11T00:00:00.000Z');
-    const second = await send(trigger);
+    const second = await send(t, trigger);
     expect(await partitionOf(owner.installationId, first.id)).toBe('events_p20330110');
     expect(await partitionOf(owner.installationId, second.id)).toBe('events_p20330111');
   });
@@ -75,11 +44,11 @@ describe('day partitions', () => {
     t.clock.set('2033-02-01T12:00:00.000Z');
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const early = await send(trigger);
+    const early = await send(t, trigger);
     expect(await partitionOf(owner.installationId, early.id)).toBe('events_default');
     await ensureEventPartitions(t.database.sql, t.clock.now());
     expect(await partitionOf(owner.installationId, early.id)).toBe('events_p20330201');
-    expect((await batch(owner.auth)).events.map((e) => e.id)).toEqual([early.id]);
+    expect((await poll(t, owner.auth, { limit: 100 })).events.map((e) => e.id)).toEqual([early.id]);
   });
 
   it('are dropped whole once past the horizon, no row deleted one by one, and a poll says `gap`', async () => {
@@ -87,11 +56,11 @@ describe('day partitions', () => {
     await ensureEventPartitions(t.database.sql, t.clock.now());
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const old = [await send(trigger), await send(trigger)];
-    const firstPoll = await batch(owner.auth, 'limit=1');
+    const old = [await send(t, trigger), await send(t, trigger)];
+    const firstPoll = await poll(t, owner.auth, { limit: 1 });
     expect(firstPoll.events.map((e) => e.id)).toEqual([old[0]!.id]);
     t.clock.set('2033-03-02T09:00:00.000Z');
-    const kept = await send(trigger);
+    const kept = await send(t, trigger);
 
     t.clock.set('2033-03-09T00:00:01.000Z');
     const horizon = new Date(t.clock.now().getTime() - 7 * DAY);
@@ -104,10 +73,10 @@ describe('day partitions', () => {
     expect(await exists('events_p20330302')).toBe(true);
 
     // From the first cursor and from the last acknowledged position alike.
-    expect(await batch(owner.auth, `cursor=${firstPoll.cursor}`)).toMatchObject({ events: [{ id: kept.id }], gap: true });
-    const after = await batch(owner.auth);
+    expect(await poll(t, owner.auth, { cursor: firstPoll.cursor, limit: 100 })).toMatchObject({ events: [{ id: kept.id }], gap: true });
+    const after = await poll(t, owner.auth, { limit: 100 });
     expect(after).toMatchObject({ events: [{ id: kept.id }], gap: true });
-    const next = await batch(owner.auth, `cursor=${after.cursor}`);
+    const next = await poll(t, owner.auth, { cursor: after.cursor, limit: 100 });
     expect(next.gap).toBeUndefined();
   });
 
@@ -116,11 +85,11 @@ describe('day partitions', () => {
     await ensureEventPartitions(t.database.sql, t.clock.now());
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    await send(trigger);
+    await send(t, trigger);
     // A run detached the day and stopped before dropping it.
     await t.database.sql`alter table events detach partition events_p20330320`;
     expect(await exists('events_p20330320')).toBe(true);
-    expect((await batch(owner.auth)).events).toEqual([]);
+    expect((await poll(t, owner.auth, { limit: 100 })).events).toEqual([]);
 
     t.clock.set('2033-03-21T09:00:00.000Z');
     const dropped = await dropExpiredDays(t.database.sql, new Date('2033-03-10T00:00:00.000Z'));
@@ -135,17 +104,17 @@ describe('day partitions', () => {
     await ensureEventPartitions(t.database.sql, t.clock.now());
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const early = await send(trigger);
+    const early = await send(t, trigger);
     t.clock.set('2033-04-01T23:00:00.000Z');
-    const late = await send(trigger);
-    expect((await batch(owner.auth)).events.map((e) => e.id)).toEqual([early.id, late.id]);
+    const late = await send(t, trigger);
+    expect((await poll(t, owner.auth, { limit: 100 })).events.map((e) => e.id)).toEqual([early.id, late.id]);
 
     t.clock.set('2033-04-08T12:00:00.000Z');
     const horizon = new Date(t.clock.now().getTime() - 7 * DAY);
     await removeExpiredEvents(t.database.sql, { horizon });
     expect((await dropExpiredDays(t.database.sql, horizon)).days).not.toContain('2033-04-01');
     expect(await exists('events_p20330401')).toBe(true);
-    expect(await batch(owner.auth)).toMatchObject({ events: [{ id: late.id }], gap: true });
+    expect(await poll(t, owner.auth, { limit: 100 })).toMatchObject({ events: [{ id: late.id }], gap: true });
   });
 
   it('leave no table behind that retention writes per installation', async () => {
@@ -164,14 +133,7 @@ describe('a poll', () => {
 
   const sendAt = async (trigger: TestTrigger, at: Date) => {
     own.clock.set(at);
-    const webhook = signed(triggerMessage(trigger), { at });
-    expect((await post(webhook, own.app)).json()).toEqual({ outcome: 'accepted' });
-    return webhook.id;
-  };
-  const read = async (auth: { authorization: string }, query: string) => {
-    const response = await own.app.inject({ method: 'GET', url: `/v1/events?wait=0&${query}`, headers: auth });
-    expect(response.statusCode).toBe(200);
-    return response.json<Batch>();
+    return sendAccepted(own, trigger);
   };
 
   it('reads a backlog older than yesterday whole and in order, before and beside today’s events', async () => {
@@ -182,18 +144,18 @@ describe('a poll', () => {
     const old = [await sendAt(trigger, new Date(now - 4 * DAY)), await sendAt(trigger, new Date(now - 3 * DAY))];
     const recent = [await sendAt(trigger, new Date(now - 60_000)), await sendAt(trigger, new Date(now))];
 
-    const all = await read(owner.auth, 'limit=10');
+    const all = await poll(own, owner.auth, { limit: 10 });
     expect(all.events.map((e) => e.id)).toEqual([...old, ...recent]);
     expect(all.gap).toBeUndefined();
     // limit=1 from the start: the oldest, not the first of the recent days.
-    const first = await read(owner.auth, 'limit=1');
+    const first = await poll(own, owner.auth, { limit: 1 });
     expect(first.events.map((e) => e.id)).toEqual([old[0]]);
-    const second = await read(owner.auth, `limit=2&cursor=${first.cursor}`);
+    const second = await poll(own, owner.auth, { cursor: first.cursor, limit: 2 });
     expect(second.events.map((e) => e.id)).toEqual([old[1], recent[0]]);
     expect(second.gap).toBeUndefined();
-    const rest = await read(owner.auth, `limit=2&cursor=${second.cursor}`);
+    const rest = await poll(own, owner.auth, { cursor: second.cursor, limit: 2 });
     expect(rest.events.map((e) => e.id)).toEqual([recent[1]]);
-    const none = await read(owner.auth, `cursor=${rest.cursor}`);
+    const none = await poll(own, owner.auth, { cursor: rest.cursor });
     expect(none).toEqual({ events: [], cursor: rest.cursor });
   });
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { register } from '../support/app.js';
-import { buildEventsApp, countEvents, type EventsTestApp, insertTrigger, type SignedWebhook, signed, triggerMessage } from './helpers.js';
+import { buildEventsApp, countEvents, type EventsTestApp, insertTrigger, poll, post, signed, triggerMessage } from './helpers.js';
 
 /**
  * Every genuine delivery can be stored: what `jsonb` cannot hold (NUL, an unpaired UTF-16
@@ -14,16 +14,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-function post(webhook: SignedWebhook) {
-  return t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
-}
-
-async function poll(auth: { authorization: string }) {
-  const response = await t.app.inject({ method: 'GET', url: '/v1/events?wait=0', headers: auth });
-  expect(response.statusCode).toBe(200);
-  return response.json<{ events: any[] }>();
-}
-
 /** `depth` levels of arrays around a value. */
 const nested = (depth: number) => `${'['.repeat(depth)}1${']'.repeat(depth)}`;
 
@@ -35,10 +25,10 @@ describe('webhook payloads', () => {
     const body = JSON.stringify(triggerMessage(trigger, { subject: 'PLACEHOLDER', PLACEKEY: 1, pair: '😀' }))
       .replace('PLACEHOLDER', 'Hi \\ud83d and \\ude00 and \\u0000')
       .replace('PLACEKEY', 'k\\udc00');
-    const response = await post(signed(body, { at: t.clock.now() }));
+    const response = await post(t, signed(body, { at: t.clock.now() }));
     expect(response.json()).toEqual({ outcome: 'accepted' });
-    const { events } = await poll(owner.auth);
-    expect(events[0].data).toEqual({ subject: 'Hi \uFFFD and \uFFFD and \uFFFD', 'k\uFFFD': 1, pair: '😀' });
+    const { events } = await poll(t, owner.auth);
+    expect(events[0]!.data).toEqual({ subject: 'Hi \uFFFD and \uFFFD and \uFFFD', 'k\uFFFD': 1, pair: '😀' });
   });
 
   it('refuses JSON nested deeper than 64 levels with 400 json_too_deep, storing nothing', async () => {
@@ -46,7 +36,7 @@ describe('webhook payloads', () => {
     const trigger = await insertTrigger(t.database, owner.installationId);
     for (const depth of [100, 5_000]) {
       const body = JSON.stringify(triggerMessage(trigger, { deep: 'PLACEHOLDER' })).replace('"PLACEHOLDER"', nested(depth));
-      const response = await post(signed(body, { at: t.clock.now() }));
+      const response = await post(t, signed(body, { at: t.clock.now() }));
       expect(response.statusCode).toBe(400);
       expect(response.json()).toEqual({ error: expect.stringMatching(/^body\.data: .*64/), code: 'json_too_deep' });
     }
@@ -58,7 +48,7 @@ describe('webhook payloads', () => {
     const trigger = await insertTrigger(t.database, owner.installationId);
     // The envelope and `data` are two levels; `deep` adds 62 more: 64 in all.
     const body = JSON.stringify(triggerMessage(trigger, { deep: 'PLACEHOLDER' })).replace('"PLACEHOLDER"', nested(62));
-    const response = await post(signed(body, { at: t.clock.now() }));
+    const response = await post(t, signed(body, { at: t.clock.now() }));
     expect(response.json()).toEqual({ outcome: 'accepted' });
   });
 });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { register } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { until } from '../support/http.js';
-import { buildEventsApp, countingQueueReads, type EventsTestApp, insertTrigger, signed, triggerMessage } from './helpers.js';
+import { buildEventsApp, countingQueueReads, type EventsTestApp, getEvents, insertTrigger, sendAccepted } from './helpers.js';
 
 /**
  * What one installation's polls may cost the broker: a few waiting polls at most, a bounded
@@ -28,15 +28,13 @@ afterAll(async () => {
   await base?.drop();
 });
 
-const poll = (auth: { authorization: string }, query: string) => t.app.inject({ method: 'GET', url: `/v1/events?${query}`, headers: auth });
-
 describe('wait and limit', () => {
   it.each(['wait=0x10', 'wait=1e1', 'wait=%2016', 'wait=16.0', 'wait=-0', 'wait=', 'limit=0x10', 'limit=1e1', 'limit=+5', 'limit=5.0'])(
     'refuse %s with 400',
     async (query) => {
       const { auth } = await register(t.app);
       const started = performance.now();
-      const response = await poll(auth, query);
+      const response = await getEvents(t, auth, query);
       expect(response.statusCode).toBe(400);
       expect(response.json()).toEqual({ error: expect.any(String), code: expect.any(String) });
       expect(performance.now() - started).toBeLessThan(1000);
@@ -45,7 +43,7 @@ describe('wait and limit', () => {
 
   it('take plain decimal integers', async () => {
     const { auth } = await register(t.app);
-    const response = await poll(auth, 'wait=0&limit=010');
+    const response = await getEvents(t, auth, 'wait=0&limit=010');
     expect(response.statusCode).toBe(200);
     expect(response.json()).toMatchObject({ events: [] });
   });
@@ -55,20 +53,20 @@ describe('waiting polls per installation', () => {
   it('holds at most 4: a fifth answers the oldest waiting one at once, empty', async () => {
     const { auth } = await register(t.app);
     const other = await register(t.app);
-    const otherPoll = poll(other.auth, 'wait=2');
+    const otherPoll = getEvents(t, other.auth, 'wait=2');
     await until(() => t.events.hub.size === 1);
 
     const answered: number[] = [];
     const started: Array<Promise<unknown>> = [];
     for (let i = 0; i < 4; i++) {
-      started.push(poll(auth, 'wait=2').then((response) => answered.push(i) && response));
+      started.push(getEvents(t, auth, 'wait=2').then((response) => answered.push(i) && response));
       await until(() => t.events.hub.size === 2 + i);
     }
     expect(answered).toEqual([]);
 
-    const fifth = poll(auth, 'wait=2');
+    const fifth = getEvents(t, auth, 'wait=2');
     // The oldest is answered now, with no events; the other installation's poll is untouched.
-    const oldest = (await started[0]) as Awaited<ReturnType<typeof poll>>;
+    const oldest = (await started[0]) as Awaited<ReturnType<typeof getEvents>>;
     expect(oldest.statusCode).toBe(200);
     expect(oldest.json()).toMatchObject({ events: [] });
     expect(answered).toEqual([0]);
@@ -82,16 +80,14 @@ describe('a wake-up', () => {
   it('reads the queue once for an installation’s waiting polls, not once per poll', async () => {
     const { auth, installationId } = await register(t.app);
     const trigger = await insertTrigger(t.database, installationId);
-    const waiting = Array.from({ length: 4 }, () => poll(auth, 'wait=10'));
+    const waiting = Array.from({ length: 4 }, () => getEvents(t, auth, 'wait=10'));
     await until(() => t.events.hub.size === 4);
     await new Promise((resolve) => setTimeout(resolve, 50));
     const before = queueReads();
 
-    const webhook = signed(triggerMessage(trigger, { n: 1 }), { at: t.clock.now() });
-    const delivered = await t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
-    expect(delivered.json()).toEqual({ outcome: 'accepted' });
+    const id = await sendAccepted(t, trigger, { n: 1 });
     const answers = await Promise.all(waiting);
-    for (const answer of answers) expect(answer.json().events.map((e: { id: string }) => e.id)).toEqual([webhook.id]);
+    for (const answer of answers) expect(answer.json().events.map((e: { id: string }) => e.id)).toEqual([id]);
     expect(queueReads() - before).toBe(1);
   });
 });
@@ -102,8 +98,7 @@ describe('event requests per installation', () => {
     try {
       const x = await register(limited.app);
       const y = await register(limited.app);
-      const get = (who: { auth: { authorization: string } }) =>
-        limited.app.inject({ method: 'GET', url: '/v1/events?wait=0', headers: who.auth });
+      const get = (who: { auth: { authorization: string } }) => getEvents(limited, who.auth);
       for (let i = 0; i < 3; i++) expect((await get(x)).statusCode).toBe(200);
       const refused = await get(x);
       expect(refused.statusCode).toBe(429);

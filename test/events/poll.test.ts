@@ -4,7 +4,7 @@ import { EventHub } from '../../src/queue/hub.js';
 import { type PollResult, pollEvents } from '../../src/queue/poll.js';
 import { register } from '../support/app.js';
 import { until } from '../support/http.js';
-import { buildEventsApp, countingQueueReads, type EventsTestApp, insertTrigger, signed, triggerMessage } from './helpers.js';
+import { buildEventsApp, countingQueueReads, type EventsTestApp, insertTrigger, sendAccepted } from './helpers.js';
 
 /**
  * One long poll against the real queue, with a waiting room of the test's own: nothing wakes it
@@ -39,11 +39,7 @@ function startPoll(hub: EventHub, installationId: string, waitMs = 20_000) {
 
 /** An event accepted through the webhook route (which wakes the app's own waiting room only). */
 async function deliver(installationId: string, n: number): Promise<string> {
-  const trigger = await insertTrigger(t.database, installationId);
-  const webhook = signed(triggerMessage(trigger, { n }), { at: t.clock.now() });
-  const response = await t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
-  expect(response.json()).toEqual({ outcome: 'accepted' });
-  return webhook.id;
+  return sendAccepted(t, await insertTrigger(t.database, installationId), { n });
 }
 
 describe('a long poll', () => {

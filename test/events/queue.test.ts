@@ -1,7 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeCursor } from '../../src/queue/cursor.js';
 import { register } from '../support/app.js';
-import { buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
+import { until } from '../support/http.js';
+import {
+  type Batch,
+  buildEventsApp,
+  type EventsTestApp,
+  getEvents,
+  insertTrigger,
+  poll,
+  sendAccepted,
+  type TestTrigger,
+  triggerMessage,
+} from './helpers.js';
 
 let t: EventsTestApp;
 beforeAll(async () => {
@@ -9,71 +20,50 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-type Batch = { events: Array<{ id: string; data: any }>; cursor: string; gap?: boolean };
-
-async function send(trigger: TestTrigger, data: Record<string, unknown> = {}): Promise<string> {
-  const webhook = signed(triggerMessage(trigger, data), { at: t.clock.now() });
-  const response = await t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
-  expect(response.json()).toEqual({ outcome: 'accepted' });
-  return webhook.id;
-}
-
-async function poll(auth: { authorization: string }, query: Record<string, string | number> = {}) {
-  const search = new URLSearchParams(Object.entries({ wait: 0, ...query }).map(([k, v]): [string, string] => [k, String(v)]));
-  return t.app.inject({ method: 'GET', url: `/v1/events?${search}`, headers: auth });
-}
-
-async function batch(auth: { authorization: string }, query: Record<string, string | number> = {}): Promise<Batch> {
-  const response = await poll(auth, query);
-  expect(response.statusCode).toBe(200);
-  expect(response.headers['cache-control']).toBe('no-store');
-  return response.json<Batch>();
-}
-
 async function setup(events = 0) {
   const owner = await register(t.app);
   const trigger = await insertTrigger(t.database, owner.installationId);
   const ids: string[] = [];
-  for (let i = 0; i < events; i++) ids.push(await send(trigger, { n: i }));
+  for (let i = 0; i < events; i++) ids.push(await sendAccepted(t, trigger, { n: i }));
   return { ...owner, trigger, ids };
 }
 
 describe('GET /v1/events', () => {
   it('returns events in the order they were accepted, `limit` at a time, and the cursor acknowledges', async () => {
     const { auth, ids } = await setup(5);
-    const first = await batch(auth, { limit: 2 });
+    const first = await poll(t, auth, { limit: 2 });
     expect(first.events.map((e) => e.id)).toEqual(ids.slice(0, 2));
     expect(first.gap).toBeUndefined();
 
     // Without a cursor nothing was acknowledged yet: the same two again.
-    expect((await batch(auth, { limit: 2 })).events.map((e) => e.id)).toEqual(ids.slice(0, 2));
+    expect((await poll(t, auth, { limit: 2 })).events.map((e) => e.id)).toEqual(ids.slice(0, 2));
 
-    const second = await batch(auth, { cursor: first.cursor, limit: 2 });
+    const second = await poll(t, auth, { cursor: first.cursor, limit: 2 });
     expect(second.events.map((e) => e.id)).toEqual(ids.slice(2, 4));
     // Now the first two are acknowledged: a poll without cursor starts after them.
-    expect((await batch(auth, { limit: 10 })).events.map((e) => e.id)).toEqual(ids.slice(2));
+    expect((await poll(t, auth, { limit: 10 })).events.map((e) => e.id)).toEqual(ids.slice(2));
 
-    const third = await batch(auth, { cursor: second.cursor });
+    const third = await poll(t, auth, { cursor: second.cursor });
     expect(third.events.map((e) => e.id)).toEqual(ids.slice(4));
-    const empty = await batch(auth, { cursor: third.cursor });
+    const empty = await poll(t, auth, { cursor: third.cursor });
     expect(empty).toEqual({ events: [], cursor: third.cursor });
   });
 
   it('defaults to 50 events a poll', async () => {
     const { auth } = await setup(55);
-    expect((await batch(auth)).events).toHaveLength(50);
+    expect((await poll(t, auth)).events).toHaveLength(50);
   });
 
   it('replays from an older cursor without moving the acknowledgement back', async () => {
     const { auth, ids, installationId } = await setup(3);
-    const first = await batch(auth, { limit: 1 });
-    const rest = await batch(auth, { cursor: first.cursor });
-    await batch(auth, { cursor: rest.cursor });
-    const replay = await batch(auth, { cursor: first.cursor });
+    const first = await poll(t, auth, { limit: 1 });
+    const rest = await poll(t, auth, { cursor: first.cursor });
+    await poll(t, auth, { cursor: rest.cursor });
+    const replay = await poll(t, auth, { cursor: first.cursor });
     expect(replay.events.map((e) => e.id)).toEqual(ids.slice(1));
     const [row] = await t.database.sql`select acked_event_position::int as acked from installations where id = ${installationId}`;
     expect(row!.acked).toBe(3);
-    expect((await batch(auth)).events).toEqual([]);
+    expect((await poll(t, auth)).events).toEqual([]);
   });
 
   it.each([
@@ -83,14 +73,14 @@ describe('GET /v1/events', () => {
   ])('answers %s with 400 invalid_cursor', async (_name, cursor) => {
     const { auth, installationId } = await setup(1);
     const value = cursor ?? flipLastChar(encodeCursor(installationId, 1));
-    const response = await poll(auth, { cursor: value });
+    const response = await getEvents(t, auth, { cursor: value });
     expect(response.statusCode).toBe(400);
     expect(response.json()).toMatchObject({ code: 'invalid_cursor' });
   });
 
   it('answers a cursor past the end of the queue with 400', async () => {
     const { auth, installationId } = await setup(2);
-    const response = await poll(auth, { cursor: encodeCursor(installationId, 3) });
+    const response = await getEvents(t, auth, { cursor: encodeCursor(installationId, 3) });
     expect(response.statusCode).toBe(400);
     expect(response.json()).toMatchObject({ code: 'invalid_cursor' });
   });
@@ -104,7 +94,7 @@ describe('GET /v1/events', () => {
     ['wait', '1.5'],
   ])('answers %s=%s with 400 naming the field', async (name, value) => {
     const { auth } = await setup();
-    const response = await poll(auth, { [name]: value });
+    const response = await getEvents(t, auth, { [name]: value });
     expect(response.statusCode).toBe(400);
     expect(response.json().error).toContain(`query.${name}`);
   });
@@ -119,10 +109,10 @@ describe('GET /v1/events', () => {
 describe('POST /v1/events/ack', () => {
   it('acknowledges without polling', async () => {
     const { auth, ids } = await setup(3);
-    const first = await batch(auth, { limit: 2 });
+    const first = await poll(t, auth, { limit: 2 });
     const ack = await t.app.inject({ method: 'POST', url: '/v1/events/ack', headers: auth, payload: { cursor: first.cursor } });
     expect(ack.statusCode).toBe(204);
-    expect((await batch(auth)).events.map((e) => e.id)).toEqual(ids.slice(2));
+    expect((await poll(t, auth)).events.map((e) => e.id)).toEqual(ids.slice(2));
   });
 
   it.each([
@@ -141,22 +131,22 @@ describe('isolation between installations', () => {
   it('never shows, acknowledges or accepts the cursors of another installation', async () => {
     const a = await setup(3);
     const b = await setup(3);
-    const fromA = await batch(a.auth);
-    const fromB = await batch(b.auth);
+    const fromA = await poll(t, a.auth);
+    const fromB = await poll(t, b.auth);
     expect(fromA.events.map((e) => e.id)).toEqual(a.ids);
     expect(fromB.events.map((e) => e.id)).toEqual(b.ids);
 
     // B's cursor is refused on A's queue, in a poll and in an ack, and moves nothing.
-    expect((await poll(a.auth, { cursor: fromB.cursor })).statusCode).toBe(400);
+    expect((await getEvents(t, a.auth, { cursor: fromB.cursor })).statusCode).toBe(400);
     const ack = await t.app.inject({ method: 'POST', url: '/v1/events/ack', headers: a.auth, payload: { cursor: fromB.cursor } });
     expect(ack.statusCode).toBe(400);
     // A cursor for B's installation made up by A (same position) is still A-only.
-    expect((await poll(a.auth, { cursor: encodeCursor(b.installationId, 1) })).statusCode).toBe(400);
+    expect((await getEvents(t, a.auth, { cursor: encodeCursor(b.installationId, 1) })).statusCode).toBe(400);
 
     const rows = await t.database.sql<{ id: string; acked: number }[]>`
       select id, acked_event_position::int as acked from installations where id in (${a.installationId}, ${b.installationId})`;
     expect(rows.every((r) => r.acked === 0)).toBe(true);
-    expect((await batch(b.auth)).events.map((e) => e.id)).toEqual(b.ids);
+    expect((await poll(t, b.auth)).events.map((e) => e.id)).toEqual(b.ids);
   });
 });
 
@@ -164,10 +154,10 @@ describe('the long poll', () => {
   it('answers within milliseconds of a commit for the installation', async () => {
     const { auth, trigger } = await setup();
     const started = performance.now();
-    const waiting = poll(auth, { wait: 10 });
-    await until(() => t.events.hub.size === 1);
+    const waiting = getEvents(t, auth, { wait: 10 });
+    await until(() => t.events.hub.size === 1, 5_000);
     const sentAt = performance.now();
-    const id = await send(trigger, { hello: 'world' });
+    const id = await sendAccepted(t, trigger, { hello: 'world' });
     const response = await waiting;
     const answeredAfter = performance.now() - sentAt;
     expect(response.json<Batch>().events.map((e) => e.id)).toEqual([id]);
@@ -179,9 +169,9 @@ describe('the long poll', () => {
   it('is not woken by another installation’s events', async () => {
     const a = await setup();
     const b = await setup();
-    const waiting = poll(a.auth, { wait: 1 });
-    await until(() => t.events.hub.size === 1);
-    await send(b.trigger);
+    const waiting = getEvents(t, a.auth, { wait: 1 });
+    await until(() => t.events.hub.size === 1, 5_000);
+    await sendAccepted(t, b.trigger);
     const started = performance.now();
     const response = await waiting;
     expect(response.json<Batch>().events).toEqual([]);
@@ -190,9 +180,9 @@ describe('the long poll', () => {
 
   it('answers an empty batch with the same cursor when the wait ends', async () => {
     const { auth, installationId } = await setup(1);
-    const first = await batch(auth);
+    const first = await poll(t, auth);
     const started = performance.now();
-    const response = await batch(auth, { cursor: first.cursor, wait: 1 });
+    const response = await poll(t, auth, { cursor: first.cursor, wait: 1 });
     expect(performance.now() - started).toBeGreaterThanOrEqual(950);
     expect(response).toEqual({ events: [], cursor: encodeCursor(installationId, 1) });
   });
@@ -202,7 +192,7 @@ describe('the long poll', () => {
     try {
       const owner = await register(short.app);
       const started = performance.now();
-      const response = await short.app.inject({ method: 'GET', url: '/v1/events?wait=25', headers: owner.auth });
+      const response = await getEvents(short, owner.auth, { wait: 25 });
       expect(response.statusCode).toBe(200);
       expect(performance.now() - started).toBeLessThan(3_000);
     } finally {
@@ -212,8 +202,8 @@ describe('the long poll', () => {
 
   it('ends with 403 installation_disabled at once when an operator disables the installation', async () => {
     const { auth, installationId } = await setup();
-    const waiting = poll(auth, { wait: 20 });
-    await until(() => t.events.hub.size === 1);
+    const waiting = getEvents(t, auth, { wait: 20 });
+    await until(() => t.events.hub.size === 1, 5_000);
     const started = performance.now();
     await t.database.sql.begin(async (tx) => {
       await tx`update installations set disabled_at = now() where id = ${installationId}`;
@@ -231,10 +221,10 @@ describe('across broker processes (two apps on one database)', () => {
     const other = await buildEventsApp({}, { database: t.database });
     try {
       const { auth, trigger } = await setup();
-      const waiting = other.app.inject({ method: 'GET', url: '/v1/events?wait=10', headers: auth });
-      await until(() => other.events.hub.size === 1);
+      const waiting = getEvents(other, auth, { wait: 10 });
+      await until(() => other.events.hub.size === 1, 5_000);
       const sentAt = performance.now();
-      const id = await send(trigger);
+      const id = await sendAccepted(t, trigger);
       const response = await waiting;
       expect(response.json<Batch>().events.map((e) => e.id)).toEqual([id]);
       expect(performance.now() - sentAt).toBeLessThan(500);
@@ -247,8 +237,8 @@ describe('across broker processes (two apps on one database)', () => {
     const other = await buildEventsApp({}, { database: t.database });
     try {
       const { auth, trigger, installationId } = await setup();
-      const waiting = other.app.inject({ method: 'GET', url: '/v1/events?wait=20', headers: auth });
-      await until(() => other.events.hub.size === 1);
+      const waiting = getEvents(other, auth, { wait: 20 });
+      await until(() => other.events.hub.size === 1, 5_000);
       // An event committed while the other broker is not listening: no notification reaches it.
       await t.database.sql`select pg_terminate_backend(pid) from pg_stat_activity
                            where datname = current_database() and query ilike 'listen%' and pid <> pg_backend_pid()`;
@@ -268,8 +258,8 @@ describe('shutdown', () => {
   it('answers every waiting poll at once with an empty batch and `connection: close`', async () => {
     const closing = await buildEventsApp({}, { database: t.database });
     const owners = await Promise.all([register(closing.app), register(closing.app), register(closing.app)]);
-    const waiting = owners.map((o) => closing.app.inject({ method: 'GET', url: '/v1/events?wait=25', headers: o.auth }));
-    await until(() => closing.events.hub.size === 3);
+    const waiting = owners.map((o) => getEvents(closing, o.auth, { wait: 25 }));
+    await until(() => closing.events.hub.size === 3, 5_000);
     const started = performance.now();
     await closing.close();
     const responses = await Promise.all(waiting);
@@ -296,12 +286,4 @@ async function sendWithoutNotify(trigger: TestTrigger, installationId: string): 
 function flipLastChar(cursor: string): string {
   const last = cursor.at(-1) === 'A' ? 'B' : 'A';
   return cursor.slice(0, -1) + last;
-}
-
-async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }

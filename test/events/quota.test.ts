@@ -1,28 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { register } from '../support/app.js';
-import { buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
+import { buildEventsApp, drain, type EventsTestApp, insertTrigger, post, send, signed, triggerMessage } from './helpers.js';
 
 let t: EventsTestApp;
 beforeAll(async () => {
   t = await buildEventsApp({ QUOTA_STANDARD: '3', QUOTA_PAID: '5' });
 });
 afterAll(() => t.close());
-
-async function send(trigger: TestTrigger, data: Record<string, unknown> = {}) {
-  const response = await t.app.inject({
-    method: 'POST',
-    url: '/v1/webhooks/composio',
-    ...(({ headers, body }) => ({ headers, payload: body }))(signed(triggerMessage(trigger, data), { at: t.clock.now() })),
-  });
-  expect(response.statusCode).toBe(200);
-  return response.json<{ outcome: string }>().outcome;
-}
-
-async function drain(auth: { authorization: string }) {
-  const response = await t.app.inject({ method: 'GET', url: '/v1/events?wait=0&limit=100', headers: auth });
-  return response.json<{ events: Array<{ type: string; data: any; triggerId: string | null }> }>().events;
-}
 
 async function usage(installationId: string, day: string) {
   const [row] = await t.database.sql`
@@ -43,10 +28,10 @@ describe('the daily quota', () => {
     const first = await insertTrigger(t.database, owner.installationId);
     const second = await insertTrigger(t.database, owner.installationId);
 
-    expect([await send(first), await send(first), await send(second)]).toEqual(['accepted', 'accepted', 'accepted']);
-    expect([await send(first), await send(second), await send(second)]).toEqual(['over_quota', 'over_quota', 'over_quota']);
+    for (const trigger of [first, first, second]) expect((await send(t, trigger)).outcome).toBe('accepted');
+    for (const trigger of [first, second, second]) expect((await send(t, trigger)).outcome).toBe('over_quota');
 
-    const events = await drain(owner.auth);
+    const events = await drain(t, owner.auth);
     expect(events.map((e) => e.type)).toEqual(['trigger.event', 'trigger.event', 'trigger.event', 'quota.exceeded']);
     expect(events[3]).toMatchObject({
       triggerId: null,
@@ -65,17 +50,17 @@ describe('the daily quota', () => {
     t.clock.set('2031-04-01T23:59:58.000Z');
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    for (let i = 0; i < 3; i++) expect(await send(trigger)).toBe('accepted');
-    expect(await send(trigger)).toBe('over_quota');
+    for (let i = 0; i < 3; i++) expect((await send(t, trigger)).outcome).toBe('accepted');
+    expect((await send(t, trigger)).outcome).toBe('over_quota');
 
     t.clock.set('2031-04-01T23:59:59.999Z');
-    expect(await send(trigger)).toBe('over_quota');
+    expect((await send(t, trigger)).outcome).toBe('over_quota');
     t.clock.set('2031-04-02T00:00:00.000Z');
-    for (let i = 0; i < 3; i++) expect(await send(trigger)).toBe('accepted');
-    expect(await send(trigger)).toBe('over_quota');
-    expect(await send(trigger)).toBe('over_quota');
+    for (let i = 0; i < 3; i++) expect((await send(t, trigger)).outcome).toBe('accepted');
+    expect((await send(t, trigger)).outcome).toBe('over_quota');
+    expect((await send(t, trigger)).outcome).toBe('over_quota');
 
-    const events = await drain(owner.auth);
+    const events = await drain(t, owner.auth);
     expect(events.map((e) => e.type)).toEqual([
       ...Array(3).fill('trigger.event'),
       'quota.exceeded',
@@ -96,24 +81,22 @@ describe('the daily quota', () => {
       values (${randomUUID()}, 'cloud-1', 'paid', ${owner.installationId}, '2031-04-01T00:00:00Z', '2031-06-01T00:00:00Z')`;
     const trigger = await insertTrigger(t.database, owner.installationId);
     const outcomes = [];
-    for (let i = 0; i < 6; i++) outcomes.push(await send(trigger));
+    for (let i = 0; i < 6; i++) outcomes.push((await send(t, trigger)).outcome);
     expect(outcomes).toEqual(['accepted', 'accepted', 'accepted', 'accepted', 'accepted', 'over_quota']);
-    expect((await drain(owner.auth)).at(-1)).toMatchObject({ type: 'quota.exceeded', data: { eventsPerDay: 5 } });
+    expect((await drain(t, owner.auth)).at(-1)).toMatchObject({ type: 'quota.exceeded', data: { eventsPerDay: 5 } });
   });
 
   it('does not count filtered events or redeliveries', async () => {
     t.clock.set('2031-06-01T08:00:00.000Z');
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId, { filter: { title: 'urgent' } });
-    for (let i = 0; i < 5; i++) expect(await send(trigger, { title: 'routine' })).toBe('filtered');
+    for (let i = 0; i < 5; i++) expect((await send(t, trigger, { data: { title: 'routine' } })).outcome).toBe('filtered');
     const webhook = signed(triggerMessage(trigger, { title: 'URGENT' }), { at: t.clock.now() });
-    for (let i = 0; i < 4; i++) {
-      await t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
-    }
+    for (let i = 0; i < 4; i++) await post(t, webhook);
     expect(await usage(owner.installationId, '2031-06-01')).toEqual({ kept: 1, skipped: 0, exceeded_notified: false });
-    expect(await send(trigger, { title: 'urgent 2' })).toBe('accepted');
-    expect(await send(trigger, { title: 'urgent 3' })).toBe('accepted');
-    expect(await send(trigger, { title: 'urgent 4' })).toBe('over_quota');
+    expect((await send(t, trigger, { data: { title: 'urgent 2' } })).outcome).toBe('accepted');
+    expect((await send(t, trigger, { data: { title: 'urgent 3' } })).outcome).toBe('accepted');
+    expect((await send(t, trigger, { data: { title: 'urgent 4' } })).outcome).toBe('over_quota');
   });
 
   it('is counted per installation: one installation over its limit does not affect another', async () => {
@@ -122,8 +105,8 @@ describe('the daily quota', () => {
     const b = await register(t.app);
     const ta = await insertTrigger(t.database, a.installationId);
     const tb = await insertTrigger(t.database, b.installationId);
-    for (let i = 0; i < 4; i++) await send(ta);
-    expect(await send(tb)).toBe('accepted');
-    expect((await drain(b.auth)).map((e) => e.type)).toEqual(['trigger.event']);
+    for (let i = 0; i < 4; i++) await send(t, ta);
+    expect((await send(t, tb)).outcome).toBe('accepted');
+    expect((await drain(t, b.auth)).map((e) => e.type)).toEqual(['trigger.event']);
   });
 });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { removeExpiredEvents, startRetentionJob } from '../../src/retention/retention.js';
 import { register } from '../support/app.js';
-import { buildEventsApp, countEvents, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
+import { buildEventsApp, countEvents, type EventsTestApp, insertTrigger, poll, sendAccepted } from './helpers.js';
 
 const DAY = 86_400_000;
 let t: EventsTestApp;
@@ -11,21 +11,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-type Batch = { events: Array<{ id: string }>; cursor: string; gap?: boolean };
-
-async function send(trigger: TestTrigger): Promise<string> {
-  const webhook = signed(triggerMessage(trigger), { at: t.clock.now() });
-  const response = await t.app.inject({ method: 'POST', url: '/v1/webhooks/composio', headers: webhook.headers, payload: webhook.body });
-  expect(response.json()).toEqual({ outcome: 'accepted' });
-  return webhook.id;
-}
-
-async function batch(auth: { authorization: string }, query = ''): Promise<Batch> {
-  const response = await t.app.inject({ method: 'GET', url: `/v1/events?wait=0&${query}`, headers: auth });
-  expect(response.statusCode).toBe(200);
-  return response.json<Batch>();
-}
-
 const horizonFor = (now: Date, days = 7) => new Date(now.getTime() - days * DAY);
 
 describe('retention', () => {
@@ -33,12 +18,12 @@ describe('retention', () => {
     t.clock.set('2032-01-01T10:00:00.000Z');
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const old = [await send(trigger), await send(trigger), await send(trigger)];
-    const firstPoll = await batch(owner.auth, 'limit=1');
-    await batch(owner.auth, `cursor=${firstPoll.cursor}&limit=1`); // acknowledges the first one
+    const old = [await sendAccepted(t, trigger), await sendAccepted(t, trigger), await sendAccepted(t, trigger)];
+    const firstPoll = await poll(t, owner.auth, { limit: 1 });
+    await poll(t, owner.auth, { cursor: firstPoll.cursor, limit: 1 }); // acknowledges the first one
 
     t.clock.set('2032-01-05T10:00:00.000Z');
-    const recent = [await send(trigger), await send(trigger)];
+    const recent = [await sendAccepted(t, trigger), await sendAccepted(t, trigger)];
 
     t.clock.set('2032-01-08T10:00:01.000Z');
     const run = await removeExpiredEvents(t.database.sql, { horizon: horizonFor(t.clock.now()), batchSize: 2 });
@@ -46,12 +31,12 @@ describe('retention', () => {
     expect(await countEvents(t.database, owner.installationId)).toBe(2);
 
     // After the last acknowledged event (1): events 2 and 3 are gone.
-    expect(await batch(owner.auth)).toMatchObject({ events: recent.map((id) => ({ id })), gap: true });
+    expect(await poll(t, owner.auth)).toMatchObject({ events: recent.map((id) => ({ id })), gap: true });
     // From the old cursor too.
-    const replay = await batch(owner.auth, `cursor=${firstPoll.cursor}`);
+    const replay = await poll(t, owner.auth, { cursor: firstPoll.cursor });
     expect(replay).toMatchObject({ events: recent.map((id) => ({ id })), gap: true });
     // Once past the removed ones, no gap.
-    const next = await batch(owner.auth, `cursor=${replay.cursor}`);
+    const next = await poll(t, owner.auth, { cursor: replay.cursor });
     expect(next.gap).toBeUndefined();
     expect(next.events).toEqual([]);
     expect(old).toHaveLength(3);
@@ -63,13 +48,13 @@ describe('retention', () => {
     const b = await register(t.app);
     const ta = await insertTrigger(t.database, a.installationId);
     const tb = await insertTrigger(t.database, b.installationId);
-    await send(ta);
+    await sendAccepted(t, ta);
     t.clock.set('2032-02-06T10:00:00.000Z');
-    const kept = await send(tb);
+    const kept = await sendAccepted(t, tb);
     t.clock.set('2032-02-08T10:00:01.000Z');
     await removeExpiredEvents(t.database.sql, { horizon: horizonFor(t.clock.now()) });
-    expect(await batch(a.auth)).toMatchObject({ events: [], gap: true });
-    const fromB = await batch(b.auth);
+    expect(await poll(t, a.auth)).toMatchObject({ events: [], gap: true });
+    const fromB = await poll(t, b.auth);
     expect(fromB.events.map((e) => e.id)).toEqual([kept]);
     expect(fromB.gap).toBeUndefined();
   });
@@ -78,7 +63,7 @@ describe('retention', () => {
     t.clock.set('2032-03-01T10:00:00.000Z');
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    await send(trigger);
+    await sendAccepted(t, trigger);
     const holder = await t.database.sql.reserve();
     try {
       await holder`select pg_advisory_lock(7262011002)`;
@@ -120,7 +105,7 @@ describe('retention', () => {
     expect(run).toEqual({ ran: true, removed: 10_000 });
     // No per-installation record of how far retention went: the poll tells the gap from the
     // positions missing before 10,001.
-    const answer = await batch(owner.auth, 'limit=1');
+    const answer = await poll(t, owner.auth, { limit: 1 });
     expect(answer).toMatchObject({ events: [{ id: 'bulk_10001' }], gap: true });
   });
 
@@ -128,7 +113,7 @@ describe('retention', () => {
     t.clock.set('2032-06-01T10:00:00.000Z');
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    await send(trigger);
+    await sendAccepted(t, trigger);
     t.clock.set('2032-06-03T10:00:01.000Z');
     const job = startRetentionJob({
       sql: t.database.sql,

@@ -7,6 +7,8 @@ import {
   countEvents,
   type EventsTestApp,
   insertTrigger,
+  poll,
+  post,
   SECRET,
   type SignedWebhook,
   signed,
@@ -20,33 +22,17 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-function post(webhook: SignedWebhook, options: { ip?: string } = {}) {
-  return t.app.inject({
-    method: 'POST',
-    url: '/v1/webhooks/composio',
-    headers: webhook.headers,
-    payload: webhook.body,
-    remoteAddress: options.ip,
-  });
-}
-
-async function poll(auth: { authorization: string }, query = 'wait=0') {
-  const response = await t.app.inject({ method: 'GET', url: `/v1/events?${query}`, headers: auth });
-  expect(response.statusCode).toBe(200);
-  return response.json<{ events: any[]; cursor: string; gap?: boolean }>();
-}
-
 describe('a signed trigger message', () => {
   it('is queued for the trigger’s installation with the event shape of the contract', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     const webhook = signed(triggerMessage(trigger, { issue: { title: 'Crash on start' } }), { at: t.clock.now() });
 
-    const response = await post(webhook);
+    const response = await post(t, webhook);
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({ outcome: 'accepted' });
 
-    const { events } = await poll(owner.auth);
+    const { events } = await poll(t, owner.auth);
     expect(events).toEqual([
       {
         id: webhook.id,
@@ -65,7 +51,7 @@ describe('a signed trigger message', () => {
   it('is accepted when signed with any configured secret (rotation)', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const response = await post(signed(triggerMessage(trigger), { at: t.clock.now(), secret: OLD_SECRET }));
+    const response = await post(t, signed(triggerMessage(trigger), { at: t.clock.now(), secret: OLD_SECRET }));
     expect(response.json()).toEqual({ outcome: 'accepted' });
   });
 
@@ -73,8 +59,8 @@ describe('a signed trigger message', () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     const webhook = signed(triggerMessage(trigger), { at: t.clock.now() });
-    expect((await post(webhook)).json()).toEqual({ outcome: 'accepted' });
-    const again = await post(signed(webhook.body, { id: webhook.id, at: t.clock.now() }));
+    expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
+    const again = await post(t, signed(webhook.body, { id: webhook.id, at: t.clock.now() }));
     expect(again.statusCode).toBe(200);
     expect(again.json()).toEqual({ outcome: 'duplicate' });
     expect(await countEvents(t.database, owner.installationId)).toBe(1);
@@ -86,10 +72,10 @@ describe('a signed trigger message', () => {
   it('keeps payloads Postgres would refuse (NUL characters) instead of failing every retry', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const response = await post(signed(triggerMessage(trigger, { text: 'a\u0000b', 'k\u0000': 1 }), { at: t.clock.now() }));
+    const response = await post(t, signed(triggerMessage(trigger, { text: 'a\u0000b', 'k\u0000': 1 }), { at: t.clock.now() }));
     expect(response.json()).toEqual({ outcome: 'accepted' });
-    const { events } = await poll(owner.auth);
-    expect(events[0].data).toEqual({ text: 'a\uFFFDb', 'k\uFFFD': 1 });
+    const { events } = await poll(t, owner.auth);
+    expect(events[0]!.data).toEqual({ text: 'a\uFFFDb', 'k\uFFFD': 1 });
   });
 });
 
@@ -98,7 +84,7 @@ describe('what is answered 200 and not queued', () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     const message = triggerMessage({ ...trigger, composioTriggerId: 'ti_nobody_knows' });
-    const response = await post(signed(message, { at: t.clock.now() }));
+    const response = await post(t, signed(message, { at: t.clock.now() }));
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({ outcome: 'unknown_trigger' });
     expect(await countEvents(t.database, owner.installationId)).toBe(0);
@@ -107,7 +93,7 @@ describe('what is answered 200 and not queued', () => {
   it('a paused trigger', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId, { enabled: false });
-    expect((await post(signed(triggerMessage(trigger), { at: t.clock.now() }))).json()).toEqual({ outcome: 'paused' });
+    expect((await post(t, signed(triggerMessage(trigger), { at: t.clock.now() }))).json()).toEqual({ outcome: 'paused' });
     expect(await countEvents(t.database, owner.installationId)).toBe(0);
   });
 
@@ -116,7 +102,7 @@ describe('what is answered 200 and not queued', () => {
     const other = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     const message = triggerMessage(trigger, {}, { userId: `omb_${other.installationId.replaceAll('-', '')}` });
-    expect((await post(signed(message, { at: t.clock.now() }))).json()).toEqual({ outcome: 'user_mismatch' });
+    expect((await post(t, signed(message, { at: t.clock.now() }))).json()).toEqual({ outcome: 'user_mismatch' });
     expect(await countEvents(t.database, owner.installationId)).toBe(0);
     expect(await countEvents(t.database, other.installationId)).toBe(0);
     expect(t.logs.text).toContain('does not own the trigger');
@@ -126,10 +112,14 @@ describe('what is answered 200 and not queued', () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId, { filter: { 'issue.title': 'crash', action: 'opened' } });
     const miss = await post(
+      t,
       signed(triggerMessage(trigger, { action: 'opened', issue: { title: 'Feature request' } }), { at: t.clock.now() }),
     );
     expect(miss.json()).toEqual({ outcome: 'filtered' });
-    const hit = await post(signed(triggerMessage(trigger, { action: 'opened', issue: { title: 'CRASH on exit' } }), { at: t.clock.now() }));
+    const hit = await post(
+      t,
+      signed(triggerMessage(trigger, { action: 'opened', issue: { title: 'CRASH on exit' } }), { at: t.clock.now() }),
+    );
     expect(hit.json()).toEqual({ outcome: 'accepted' });
     expect(await countEvents(t.database, owner.installationId)).toBe(1);
     const [usage] = await t.database.sql`select kept, skipped from daily_usage where installation_id = ${owner.installationId}`;
@@ -143,19 +133,19 @@ describe('what is answered 200 and not queued', () => {
       triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE',
       filter: { from: 'boss@example.com' },
     });
-    const response = await post(signed(triggerMessage(trigger, { sender: 'someone@else.org' }), { at: t.clock.now() }));
+    const response = await post(t, signed(triggerMessage(trigger, { sender: 'someone@else.org' }), { at: t.clock.now() }));
     expect(response.json()).toEqual({ outcome: 'accepted' });
   });
 
   it('other event types and payload versions', async () => {
     const other = { id: 'msg_x', timestamp: new Date().toISOString(), type: 'composio.trigger.state_changed', metadata: {}, data: {} };
-    expect((await post(signed(other, { at: t.clock.now() }))).json()).toEqual({ outcome: 'ignored' });
+    expect((await post(t, signed(other, { at: t.clock.now() }))).json()).toEqual({ outcome: 'ignored' });
     const v2 = { type: 'github_issue_added_event', timestamp: new Date().toISOString(), data: { trigger_nano_id: 'ti_x' } };
-    expect((await post(signed(v2, { at: t.clock.now() }))).json()).toEqual({ outcome: 'ignored' });
+    expect((await post(t, signed(v2, { at: t.clock.now() }))).json()).toEqual({ outcome: 'ignored' });
   });
 
   it('but a correctly signed body that is not JSON is 400', async () => {
-    const response = await post(signed('{"type": "composio.trigger.message", ', { at: t.clock.now() }));
+    const response = await post(t, signed('{"type": "composio.trigger.message", ', { at: t.clock.now() }));
     expect(response.statusCode).toBe(400);
     expect(response.json()).toMatchObject({ code: 'invalid_json' });
   });
@@ -169,8 +159,8 @@ describe('an expired connected account', () => {
     const unrelated = await insertTrigger(t.database, owner.installationId, { connectedAccountId: 'ca_fine' });
     const webhook = signed(accountExpired(first.composioUserId, 'ca_expiring'), { at: t.clock.now() });
 
-    expect((await post(webhook)).json()).toEqual({ outcome: 'accepted' });
-    expect((await post(signed(webhook.body, { id: webhook.id, at: t.clock.now() }))).json()).toEqual({ outcome: 'duplicate' });
+    expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
+    expect((await post(t, signed(webhook.body, { id: webhook.id, at: t.clock.now() }))).json()).toEqual({ outcome: 'duplicate' });
 
     const rows = await t.database.sql<{ id: string; needs_reconnect_at: string | null }[]>`
       select id, needs_reconnect_at from triggers where installation_id = ${owner.installationId}`;
@@ -179,7 +169,7 @@ describe('an expired connected account', () => {
     expect(marked.get(second.id)).toBe(true);
     expect(marked.get(unrelated.id)).toBe(false);
 
-    const { events } = await poll(owner.auth);
+    const { events } = await poll(t, owner.auth);
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({
       id: webhook.id,
@@ -190,11 +180,11 @@ describe('an expired connected account', () => {
       connectedAccountId: 'ca_expiring',
       data: { connectedAccountId: 'ca_expiring', toolkit: 'github' },
     });
-    expect(events[0].data.triggers.map((x: { triggerId: string }) => x.triggerId).sort()).toEqual([first.id, second.id].sort());
+    expect(events[0]!.data.triggers.map((x: { triggerId: string }) => x.triggerId).sort()).toEqual([first.id, second.id].sort());
   });
 
   it('of a user that is no installation is answered 200 and changes nothing', async () => {
-    const response = await post(signed(accountExpired('omb_00000000000000000000000000000000', 'ca_unknown'), { at: t.clock.now() }));
+    const response = await post(t, signed(accountExpired('omb_00000000000000000000000000000000', 'ca_unknown'), { at: t.clock.now() }));
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({ outcome: 'unknown_account' });
   });
@@ -272,7 +262,7 @@ describe('a bad signature', () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     const at = new Date(t.clock.now().getTime() - 299_000);
-    expect((await post(signed(triggerMessage(trigger), { at }))).json()).toEqual({ outcome: 'accepted' });
+    expect((await post(t, signed(triggerMessage(trigger), { at }))).json()).toEqual({ outcome: 'accepted' });
   });
 
   it('accepts the right signature among several', async () => {
@@ -286,7 +276,7 @@ describe('a bad signature', () => {
       secret: 'whsec_other',
     });
     webhook.headers['webhook-signature'] = `${wrong} ${webhook.headers['webhook-signature']}`;
-    expect((await post(webhook)).json()).toEqual({ outcome: 'accepted' });
+    expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
   });
 });
 
@@ -294,7 +284,7 @@ describe('limits', () => {
   it('refuses a body over 1 MiB with 413', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const response = await post(signed(triggerMessage(trigger, { blob: 'x'.repeat(1024 * 1024) }), { at: t.clock.now() }));
+    const response = await post(t, signed(triggerMessage(trigger, { blob: 'x'.repeat(1024 * 1024) }), { at: t.clock.now() }));
     expect(response.statusCode).toBe(413);
     expect(await countEvents(t.database, owner.installationId)).toBe(0);
   });
@@ -302,7 +292,7 @@ describe('limits', () => {
   it('takes a payload well over the JSON API’s limit (a large e-mail)', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
-    const response = await post(signed(triggerMessage(trigger, { body: 'x'.repeat(600 * 1024) }), { at: t.clock.now() }));
+    const response = await post(t, signed(triggerMessage(trigger, { body: 'x'.repeat(600 * 1024) }), { at: t.clock.now() }));
     expect(response.json()).toEqual({ outcome: 'accepted' });
   });
 
@@ -312,30 +302,22 @@ describe('limits', () => {
     try {
       const owner = await register(limited.app);
       const trigger = await insertTrigger(limited.database, owner.installationId);
-      const send = (webhook: SignedWebhook, ip: string) =>
-        limited.app.inject({
-          method: 'POST',
-          url: '/v1/webhooks/composio',
-          headers: webhook.headers,
-          payload: webhook.body,
-          remoteAddress: ip,
-        });
       const good = () => signed(triggerMessage(trigger), { at: limited.clock.now() });
       const bad = () => signed(triggerMessage(trigger), { at: limited.clock.now(), secret: 'whsec_wrong' });
 
       // Successes never count.
-      for (let i = 0; i < 5; i++) expect((await send(good(), '10.0.0.1')).statusCode).toBe(200);
-      for (let i = 0; i < 3; i++) expect((await send(bad(), '10.0.0.1')).statusCode).toBe(401);
-      const refused = await send(good(), '10.0.0.1');
+      for (let i = 0; i < 5; i++) expect((await post(limited, good(), { ip: '10.0.0.1' })).statusCode).toBe(200);
+      for (let i = 0; i < 3; i++) expect((await post(limited, bad(), { ip: '10.0.0.1' })).statusCode).toBe(401);
+      const refused = await post(limited, good(), { ip: '10.0.0.1' });
       expect(refused.statusCode).toBe(429);
       expect(refused.json()).toMatchObject({ code: 'rate_limited' });
       expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
       // Another address is not affected.
-      expect((await send(good(), '10.0.0.2')).statusCode).toBe(200);
+      expect((await post(limited, good(), { ip: '10.0.0.2' })).statusCode).toBe(200);
       // The next minute (Postgres's: the window is shared by every process) the address may try again.
       await limited.database.sql`update rate_limit_counters set resets_at = now() where key like 'bad-webhook-signature|%'`;
       limited.clock.advance(60_000);
-      expect((await send(good(), '10.0.0.1')).statusCode).toBe(200);
+      expect((await post(limited, good(), { ip: '10.0.0.1' })).statusCode).toBe(200);
       expect(limited.events.outcomes.totals()).toMatchObject({ bad_signature: 3, rate_limited: 1 });
     } finally {
       await limited.close();

@@ -8,6 +8,7 @@ import { createLogger } from '../../src/logger.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
 import type { EventsRuntime } from '../../src/runtime.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
+import { checkAnswers } from './openapi-check.js';
 
 /** A clock a test moves by hand. */
 export class TestClock implements Clock {
@@ -77,6 +78,7 @@ export async function buildTestApp(env: Env = {}, options: TestAppOptions = {}):
     ...(options.metrics ? { metrics: options.metrics } : {}),
     ...(options.events ? { events: options.events } : {}),
   });
+  holdAnswersToTheReference(app);
   await app.ready();
   return {
     app,
@@ -85,10 +87,42 @@ export async function buildTestApp(env: Env = {}, options: TestAppOptions = {}):
     clock,
     logs,
     async close() {
-      await app.close();
-      if (!options.database) await database.drop();
+      try {
+        await app.close();
+      } finally {
+        if (!options.database) await database.drop();
+      }
     },
   };
+}
+
+/**
+ * Every answer of a test app is held against `openapi.yaml`, without a test asking: an answer
+ * the reference does not describe fails the `app.inject` call that received it. Answers sent over
+ * real HTTP (an app listening on loopback) are not returned through `inject`; their mismatches
+ * fail the app's close instead.
+ */
+function holdAnswersToTheReference(app: FastifyInstance): void {
+  const answers = checkAnswers(app);
+  const inject = app.inject.bind(app) as unknown as (...args: unknown[]) => unknown;
+  // Only the promise form is used by the tests; the chained and callback forms pass through unchecked.
+  app.inject = ((...args: unknown[]) => {
+    if (args.length !== 1 || args[0] === undefined) return inject(...args);
+    return (inject(args[0]) as Promise<Parameters<typeof answers.claim>[0]>).then((response) => {
+      answers.claim(response);
+      return response;
+    });
+  }) as typeof app.inject;
+  // Checked once the app has closed, so a mismatch cannot stop the rest of the close.
+  const close = app.close.bind(app) as unknown as (...args: unknown[]) => unknown;
+  app.close = ((...args: unknown[]) => {
+    if (args.length > 0) return close(...args);
+    return (close() as Promise<undefined>).then(() => {
+      const unclaimed = answers.unclaimed();
+      if (unclaimed.length > 0) throw new Error(`answers over HTTP that openapi.yaml does not describe:\n${unclaimed.join('\n')}`);
+      return undefined;
+    });
+  }) as typeof app.close;
 }
 
 /** Registers an installation through the API and returns its id, token and auth header. */
