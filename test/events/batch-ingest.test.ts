@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { quotaDay, quotaExceededEventId } from '../../src/queue/broker-events.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { insertTrigger, installationWithTrigger, type TestTrigger } from './helpers.js';
 
 /**
- * omb_ingest_trigger_messages keeps an installation's messages together only when every one of
- * them is plainly to be kept, and sends every other message the careful way, one at a time. One
- * batch here mixes both, across installations, and the outcome must be what the messages would
- * get one by one: outcomes, positions dense and in batch order, counters, and the quota.
+ * omb_ingest_trigger_batch answers a message its trigger refuses at once, keeps an installation's
+ * other messages together only when every one of them is plainly to be kept, and sends every
+ * other message through omb_ingest_trigger_alone, one at a time. One batch here mixes all of
+ * these, across installations, and the outcome must be what the messages would get one by one:
+ * outcomes, positions dense and in batch order, counters, and the quota.
  */
 
 let database: TestDatabase;
@@ -25,8 +27,9 @@ function message(trigger: TestTrigger, at: Date, overrides: Record<string, unkno
     userId: trigger.composioUserId,
     data: { n: Math.random() },
     receivedAt: at.toISOString(),
-    day: at.toISOString().slice(0, 10),
-    filterChecked: false,
+    day: quotaDay(at).day,
+    resetsAt: quotaDay(at).resetsAt.toISOString(),
+    quotaEventId: quotaExceededEventId(quotaDay(at).day),
     quotaStandard: QUOTA,
     quotaPaid: QUOTA * 10,
     ...overrides,
@@ -42,7 +45,7 @@ interface Row {
 
 async function ingest(messages: unknown[]): Promise<Row[]> {
   const rows = await database.sql<Row[]>`
-    select ordinal, outcome, installation, queued from omb_ingest_trigger_messages(${JSON.stringify(messages)}::text::jsonb)`;
+    select ordinal, outcome, installation, queued from omb_ingest_trigger_batch(${JSON.stringify(messages)}::text::jsonb)`;
   return [...rows].sort((a, b) => a.ordinal - b.ordinal);
 }
 
@@ -82,6 +85,7 @@ describe('a batch of trigger messages', () => {
       message(clean, before), // 11
       message(twice, before, { userId: 'omb_someone_else' }), // 12
       message(nearLimit, before), // 13
+      message(filtered, before, { data: { label: 'Bug report' } }), // 14: passes its filter
     ];
     const rows = await ingest(batch);
     expect(rows.map((r) => [r.ordinal, r.outcome, r.queued])).toEqual([
@@ -94,10 +98,11 @@ describe('a batch of trigger messages', () => {
       [7, 'duplicate', null],
       [8, 'accepted', 'trigger.event'],
       [9, 'unknown_trigger', null],
-      [10, 'check_filter', null],
+      [10, 'filtered', null],
       [11, 'accepted', 'trigger.event'],
       [12, 'user_mismatch', null],
       [13, 'over_quota', null],
+      [14, 'accepted', 'trigger.event'],
     ]);
     expect(rows.find((r) => r.ordinal === 1)!.installation).toBe(clean.installationId);
 
@@ -113,7 +118,7 @@ describe('a batch of trigger messages', () => {
     ]);
     expect((await queue(twice.installationId)).map((e) => e.id)).toEqual([repeated.eventId]);
     expect((await queue(paused.installationId)).map((e) => e.id)).toEqual([batch[7]!.eventId]);
-    expect(await queue(filtered.installationId)).toEqual([]);
+    expect(await queue(filtered.installationId)).toEqual([{ position: 1, id: batch[13]!.eventId, type: 'trigger.event' }]);
     const [positions] = await database.sql<{ clean: number; near: number }[]>`
       select (select last_event_position::int from installations where id = ${clean.installationId}) as clean,
              (select last_event_position::int from installations where id = ${nearLimit.installationId}) as near`;
@@ -165,5 +170,15 @@ describe('a batch of trigger messages', () => {
       database.sql`select omb_append_event(${randomUUID()}::uuid, 'msg_nowhere', 'trigger.event', null, null, null, null, null,
                                            now(), '{}'::jsonb)`,
     ).rejects.toThrow(/does not exist/);
+  });
+
+  it('still ingests through the previous release’s function, for its processes during a rolling deploy', async () => {
+    const trigger = await installationWithTrigger(database);
+    const at = new Date();
+    const legacy = { ...message(trigger, at), filterChecked: false };
+    const rows = await database.sql<Row[]>`
+      select ordinal, outcome, installation, queued from omb_ingest_trigger_messages(${JSON.stringify([legacy])}::text::jsonb)`;
+    expect(rows.map((r) => [r.ordinal, r.outcome, r.queued])).toEqual([[1, 'accepted', 'trigger.event']]);
+    expect(await queue(trigger.installationId)).toEqual([{ position: 1, id: legacy.eventId, type: 'trigger.event' }]);
   });
 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { quotaDay, quotaExceededEventId } from '../../src/queue/broker-events.js';
 import { encodeCursor } from '../../src/queue/cursor.js';
 import { register } from '../support/app.js';
 import { until } from '../support/http.js';
@@ -276,9 +277,12 @@ describe('shutdown', () => {
 async function sendWithoutNotify(trigger: TestTrigger, installationId: string): Promise<string> {
   const message = triggerMessage(trigger, {});
   const id = `msg_silent_${Date.now()}`;
+  const at = new Date();
+  const { day, resetsAt } = quotaDay(at);
   const [row] = await t.database.sql<{ outcome: string; installation: string }[]>`
-    select * from omb_ingest_trigger_message(${id}, ${trigger.composioTriggerId}, ${trigger.composioUserId},
-      ${JSON.stringify(message.data)}::text::jsonb, now(), current_date, false, 500, null)`;
+    select * from omb_ingest_trigger_alone(${id}, ${trigger.composioTriggerId}, ${trigger.composioUserId},
+      ${JSON.stringify(message.data)}::text::jsonb, ${at.toISOString()}::timestamptz, ${day}::date, ${resetsAt.toISOString()},
+      ${quotaExceededEventId(day)}, 500, 500)`;
   expect(row).toMatchObject({ outcome: 'accepted', installation: installationId });
   return id;
 }
