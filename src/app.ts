@@ -170,6 +170,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onClose', async () => stopCountingWebhooks());
   await app.register(metricsRoutes, {
     sql: database.sql,
+    db: database.db,
     metrics,
     token: config.metrics.token,
     sources: { longPollsWaiting: () => events.hub.size },

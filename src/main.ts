@@ -74,6 +74,7 @@ async function main(): Promise<void> {
         host: config.metrics.host,
         port: config.metrics.port,
         sql: database.sql,
+        db: database.db,
         metrics,
         sources: { longPollsWaiting: () => events.hub.size },
       });

@@ -106,6 +106,7 @@ describe('/metrics on its own address', () => {
       host: '127.0.0.1',
       port: 0,
       sql: t.database.sql,
+      db: t.database.db,
       metrics,
       sources: { longPollsWaiting: () => 3 },
     });

@@ -65,7 +65,7 @@ const schema = {
  */
 export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDeps): Promise<void> {
   const { clock, events } = deps;
-  const book = new WebhookSecretBook(deps.database.sql, deps.secrets, app.log.child({ component: 'webhook-secrets' }));
+  const book = new WebhookSecretBook(deps.database.db, deps.secrets, app.log.child({ component: 'webhook-secrets' }));
   const receiver: WebhookReceiverDeps = {
     clock,
     book,

@@ -1,5 +1,7 @@
+import { and, eq, gt, isNotNull, isNull, ne, or, sql } from 'drizzle-orm';
 import type { ComposioGateway } from '../composio/types.js';
-import type { Sql } from '../db/database.js';
+import type { Db } from '../db/database.js';
+import { webhookSecrets } from '../db/schema.js';
 
 /**
  * The webhook signing secrets every broker process accepts, and their rotation. The only module
@@ -10,11 +12,6 @@ import type { Sql } from '../db/database.js';
  * Secrets are stored in clear, since the HMAC needs the secret itself; they are never logged.
  */
 
-interface SecretRow {
-  secret: string | null;
-  expires_at: Date | null;
-}
-
 interface SecretState {
   /** Stored secrets and when each stops being accepted (null: not until the next rotation). */
   readonly stored: ReadonlyMap<string, Date | null>;
@@ -24,13 +21,12 @@ interface SecretState {
   readonly key: string;
 }
 
-async function readSecrets(sql: Sql): Promise<SecretState> {
-  const rows = await sql<SecretRow[]>`select secret, expires_at from webhook_secrets`;
+async function readSecrets(db: Db): Promise<SecretState> {
+  const rows = await db.select({ secret: webhookSecrets.secret, expiresAt: webhookSecrets.expiresAt }).from(webhookSecrets);
   const stored = new Map<string, Date | null>();
   let pendingUntil: Date | null = null;
-  for (const row of rows) {
-    const expiresAt = row.expires_at === null ? null : new Date(row.expires_at);
-    if (row.secret !== null) stored.set(row.secret, expiresAt);
+  for (const { secret, expiresAt } of rows) {
+    if (secret !== null) stored.set(secret, expiresAt);
     else if (expiresAt !== null && (pendingUntil === null || expiresAt > pendingUntil)) pendingUntil = expiresAt;
   }
   const key = JSON.stringify([[...stored].map(([secret, at]) => [secret, at?.getTime() ?? null]).sort(), pendingUntil?.getTime() ?? null]);
@@ -61,7 +57,7 @@ export class WebhookSecretBook {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly sql: Sql,
+    private readonly db: Db,
     private readonly environment: readonly string[],
     private readonly log: { warn(details: object, message: string): void },
   ) {}
@@ -101,7 +97,7 @@ export class WebhookSecretBook {
       });
       return this.next;
     }
-    this.loading = readSecrets(this.sql)
+    this.loading = readSecrets(this.db)
       .then(
         (state) => {
           const changed = state.key !== this.state.key;
@@ -163,7 +159,7 @@ export class WebhookSecretBook {
 }
 
 export interface RotationDeps {
-  readonly sql: Sql;
+  readonly db: Db;
   readonly composio: Pick<ComposioGateway, 'setWebhookSubscription' | 'rotateWebhookSecret'>;
   /** `COMPOSIO_WEBHOOK_SECRET` as the brokers have it: those values expire with the rest. */
   readonly environmentSecrets: readonly string[];
@@ -204,15 +200,14 @@ const PENDING_FOR_MS = 60_000;
  * has happened.
  */
 export async function rotateWebhookSecret(deps: RotationDeps, request: RotationRequest): Promise<Rotation> {
-  const { sql, composio } = deps;
+  const { db, composio } = deps;
   const { now } = request;
   const subscription = await composio.setWebhookSubscription(request.webhookUrl);
 
   const pendingUntil = new Date(now.getTime() + PENDING_FOR_MS);
-  const [marker] = await sql.begin(async (tx) => {
-    const rows = await tx<{ id: string }[]>`
-      insert into webhook_secrets (secret, expires_at) values (null, ${pendingUntil.toISOString()}::timestamptz) returning id`;
-    await tx`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotating')`;
+  const [marker] = await db.transaction(async (tx) => {
+    const rows = await tx.insert(webhookSecrets).values({ secret: null, expiresAt: pendingUntil }).returning({ id: webhookSecrets.id });
+    await tx.execute(sql`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotating')`);
     return rows;
   });
 
@@ -220,27 +215,38 @@ export async function rotateWebhookSecret(deps: RotationDeps, request: RotationR
   try {
     ({ secret } = await composio.rotateWebhookSecret(subscription.id));
   } catch (error) {
-    await sql.begin(async (tx) => {
-      await tx`delete from webhook_secrets where id = ${marker!.id}`;
-      await tx`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotation failed')`;
+    await db.transaction(async (tx) => {
+      await tx.delete(webhookSecrets).where(eq(webhookSecrets.id, marker!.id));
+      await tx.execute(sql`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotation failed')`);
     });
     throw error;
   }
 
   const oldExpireAt = new Date(now.getTime() + request.keepOldForMs);
-  await sql.begin(async (tx) => {
+  await db.transaction(async (tx) => {
     // The environment's secrets get rows of their own, so that they expire too.
     for (const old of deps.environmentSecrets) {
-      await tx`insert into webhook_secrets (secret, expires_at) values (${old}, ${oldExpireAt.toISOString()}::timestamptz) on conflict (secret) do nothing`;
+      await tx
+        .insert(webhookSecrets)
+        .values({ secret: old, expiresAt: oldExpireAt })
+        .onConflictDoNothing({ target: webhookSecrets.secret });
     }
-    await tx`
-      update webhook_secrets set expires_at = ${oldExpireAt.toISOString()}::timestamptz
-       where secret is not null and secret <> ${secret} and (expires_at is null or expires_at > ${oldExpireAt.toISOString()}::timestamptz)`;
-    await tx`delete from webhook_secrets where secret = ${secret}`;
-    await tx`update webhook_secrets set secret = ${secret}, expires_at = null where id = ${marker!.id}`;
+    // Every other accepted secret expires at the end of the overlap, unless it expires sooner.
+    await tx
+      .update(webhookSecrets)
+      .set({ expiresAt: oldExpireAt })
+      .where(
+        and(
+          isNotNull(webhookSecrets.secret),
+          ne(webhookSecrets.secret, secret),
+          or(isNull(webhookSecrets.expiresAt), gt(webhookSecrets.expiresAt, oldExpireAt)),
+        ),
+      );
+    await tx.delete(webhookSecrets).where(eq(webhookSecrets.secret, secret));
+    await tx.update(webhookSecrets).set({ secret, expiresAt: null }).where(eq(webhookSecrets.id, marker!.id));
     // Markers of rotations that never finished are no use any more.
-    await tx`delete from webhook_secrets where secret is null`;
-    await tx`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotated')`;
+    await tx.delete(webhookSecrets).where(isNull(webhookSecrets.secret));
+    await tx.execute(sql`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotated')`);
   });
   return { subscriptionId: subscription.id, secret, oldExpireAt };
 }

@@ -1,11 +1,12 @@
 import { timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Sql } from '../db/database.js';
+import type { Db, Sql } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import { refusal } from '../http/responses.js';
 import { oldestUnacknowledgedAge, queueBacklog } from '../queue/queue.js';
+import { countActiveTriggers } from '../triggers/store.js';
 import type { Metrics } from './metrics.js';
 
 export interface MetricsSources {
@@ -20,14 +21,20 @@ export async function refreshQueueGauges(sql: Sql, metrics: Metrics): Promise<vo
   metrics.oldestUnacknowledgedAge.set(oldestUnacknowledgedAge(backlog, new Date()) ?? 0);
 }
 
+/** The pool both ways: the queue's backlog is a postgres.js read, the triggers a store's. */
+interface MetricsDatabase {
+  readonly sql: Sql;
+  readonly db: Db;
+}
+
 /**
  * The figures as of now. A database that does not answer still gets a scrape: `omb_database_up`
  * says 0 (what the alert watches) and the database gauges keep their last values.
  */
-async function scrape(sql: Sql, metrics: Metrics, sources: MetricsSources): Promise<string> {
+async function scrape(database: MetricsDatabase, metrics: Metrics, sources: MetricsSources): Promise<string> {
   metrics.longPollsWaiting.set(sources.longPollsWaiting());
   try {
-    await Promise.all([refreshQueueGauges(sql, metrics), refreshTriggerGauge(sql, metrics)]);
+    await Promise.all([refreshQueueGauges(database.sql, metrics), refreshTriggerGauge(database.db, metrics)]);
     metrics.databaseUp.set(1);
   } catch {
     metrics.databaseUp.set(0);
@@ -35,10 +42,8 @@ async function scrape(sql: Sql, metrics: Metrics, sources: MetricsSources): Prom
   return metrics.registry.metrics();
 }
 
-async function refreshTriggerGauge(sql: Sql, metrics: Metrics): Promise<void> {
-  const [row] = await sql<{ active: number }[]>`
-    select count(*)::int as active from triggers where enabled and needs_reconnect_at is null`;
-  metrics.triggersActive.set(row?.active ?? 0);
+async function refreshTriggerGauge(db: Db, metrics: Metrics): Promise<void> {
+  metrics.triggersActive.set(await countActiveTriggers(db));
 }
 
 function sameSecret(given: string, expected: string): boolean {
@@ -53,7 +58,7 @@ function sameSecret(given: string, expected: string): boolean {
  */
 export async function metricsRoutes(
   app: FastifyInstance,
-  deps: { sql: Sql; metrics: Metrics; token: string | undefined; sources: MetricsSources },
+  deps: MetricsDatabase & { metrics: Metrics; token: string | undefined; sources: MetricsSources },
 ): Promise<void> {
   const schema = {
     tags: ['service'],
@@ -78,21 +83,22 @@ export async function metricsRoutes(
     return reply
       .header('cache-control', 'no-store')
       .type(deps.metrics.registry.contentType)
-      .send(await scrape(deps.sql, deps.metrics, deps.sources));
+      .send(await scrape(deps, deps.metrics, deps.sources));
   });
 }
 
 /** A bare server for `/metrics` alone, on its own (private) address. */
-export async function startMetricsServer(options: {
-  host: string;
-  port: number;
-  sql: Sql;
-  metrics: Metrics;
-  sources: MetricsSources;
-}): Promise<FastifyInstance> {
+export async function startMetricsServer(
+  options: MetricsDatabase & {
+    host: string;
+    port: number;
+    metrics: Metrics;
+    sources: MetricsSources;
+  },
+): Promise<FastifyInstance> {
   const server = Fastify({ logger: false });
   server.get('/metrics', async (_request, reply) =>
-    reply.type(options.metrics.registry.contentType).send(await scrape(options.sql, options.metrics, options.sources)),
+    reply.type(options.metrics.registry.contentType).send(await scrape(options, options.metrics, options.sources)),
   );
   await server.listen({ host: options.host, port: options.port });
   return server;

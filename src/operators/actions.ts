@@ -83,7 +83,7 @@ export async function switchRegistration(
 }
 
 /** What a rotation needs besides the database: Composio, the environment's secrets, the URL and the overlap. */
-export type SecretRotation = Omit<RotationDeps, 'sql'> & Omit<RotationRequest, 'now'>;
+export type SecretRotation = Omit<RotationDeps, 'db'> & Omit<RotationRequest, 'now'>;
 
 /**
  * Gives the project's webhook subscription a new signing secret (see `rotateWebhookSecret`).
@@ -99,7 +99,7 @@ export async function rotateSecret(
 ): Promise<Rotation> {
   const { database, clock } = ctx;
   const rotated = await rotateWebhookSecret(
-    { sql: database.sql, composio: rotation.composio, environmentSecrets: rotation.environmentSecrets },
+    { db: database.db, composio: rotation.composio, environmentSecrets: rotation.environmentSecrets },
     { webhookUrl: rotation.webhookUrl, keepOldForMs: rotation.keepOldForMs, now: clock.now() },
   );
   await recordAudit(

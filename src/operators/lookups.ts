@@ -2,6 +2,7 @@ import type postgres from 'postgres';
 import { utcDay } from '../clock.js';
 import type { Db, Sql } from '../db/database.js';
 import { badRequest, notFound } from '../errors.js';
+import { type GrantFilters, presentedGrants } from '../plans/store.js';
 import { recentUsage } from '../plans/usage.js';
 import { type QueueFigures, queueBacklog, queueFigures } from '../queue/queue.js';
 import { selectTriggerViews } from '../triggers/store.js';
@@ -52,13 +53,6 @@ export interface InstallationFilters {
   lastSeenBefore?: Date | undefined;
   lastSeenAfter?: Date | undefined;
   grantSubject?: string | undefined;
-}
-
-export interface GrantFilters {
-  subject?: string | undefined;
-  installationId?: string | undefined;
-  revoked?: boolean | undefined;
-  expired?: boolean | undefined;
 }
 
 export interface GrantEntry extends GrantSummary {
@@ -236,43 +230,21 @@ export async function installationDetail(db: Db, id: string, now: Date): Promise
   };
 }
 
-interface GrantRow {
-  jti: string;
-  subject: string;
-  plan: string;
-  holder_installation_id: string | null;
-  issued_at: Date;
-  issued_key: string;
-  expires_at: Date;
-  presented_at: Date;
-  revoked_at: Date | null;
-}
-
 /**
  * Grants the broker has seen presented, each with its revocation if any, newest first. A grant
  * revoked before it was ever presented has no row here: only its jti is known (`revoked_grants`).
  */
 export async function listGrants(
-  sql: Sql,
+  db: Db,
   now: Date,
   filters: GrantFilters,
   page: { limit: number; cursor?: string | undefined },
 ): Promise<Page<GrantEntry>> {
   const after = decodeCursor(page.cursor, 'text');
-  const at = now.toISOString();
-  const rows = await sql<GrantRow[]>`
-    select g.jti, g.subject, g.plan, g.holder_installation_id, g.issued_at, g.issued_at::text as issued_key,
-           g.expires_at, g.presented_at, r.revoked_at
-      from grants g
-      left join revoked_grants r on r.jti = g.jti
-     where true
-       ${filters.subject === undefined ? sql`` : sql`and g.subject = ${filters.subject}`}
-       ${filters.installationId === undefined ? sql`` : sql`and g.holder_installation_id = ${filters.installationId}::uuid`}
-       ${filters.revoked === undefined ? sql`` : filters.revoked ? sql`and r.jti is not null` : sql`and r.jti is null`}
-       ${filters.expired === undefined ? sql`` : filters.expired ? sql`and g.expires_at <= ${at}::timestamptz` : sql`and g.expires_at > ${at}::timestamptz`}
-       ${after === null ? sql`` : sql`and (g.issued_at, g.jti) < (${after.key}::timestamptz, ${after.id})`}
-     order by g.issued_at desc, g.jti desc
-     limit ${page.limit + 1}`;
+  const rows = await presentedGrants(db, now, filters, {
+    limit: page.limit + 1,
+    after: after === null ? null : { key: after.key, jti: after.id },
+  });
   const items = rows.slice(0, page.limit);
   const last = items.at(-1);
   return {
@@ -280,12 +252,12 @@ export async function listGrants(
       jti: g.jti,
       subject: g.subject,
       plan: g.plan,
-      holderInstallationId: g.holder_installation_id,
-      issuedAt: iso(g.issued_at),
-      expiresAt: iso(g.expires_at),
-      presentedAt: iso(g.presented_at),
-      revokedAt: isoOrNull(g.revoked_at),
+      holderInstallationId: g.holderInstallationId,
+      issuedAt: iso(g.issuedAt),
+      expiresAt: iso(g.expiresAt),
+      presentedAt: iso(g.presentedAt),
+      revokedAt: isoOrNull(g.revokedAt),
     })),
-    nextCursor: rows.length > page.limit && last ? encodeCursor(last.issued_key, last.jti) : null,
+    nextCursor: rows.length > page.limit && last ? encodeCursor(last.issuedKey, last.jti) : null,
   };
 }

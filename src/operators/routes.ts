@@ -359,7 +359,7 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
   };
   app.get('/v1/admin/grants', { ...limited, schema: grantList }, async (request) => {
     const { limit, cursor, ...filters } = request.query;
-    return listGrants(deps.database.sql, deps.clock.now(), filters, { limit, cursor });
+    return listGrants(deps.database.db, deps.clock.now(), filters, { limit, cursor });
   });
 
   const auditList = {

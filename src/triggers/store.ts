@@ -1,4 +1,4 @@
-import { and, asc, count, eq, isNotNull, sql } from 'drizzle-orm';
+import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import { isOwnLabel } from '../connectors/patterns.js';
 import type { Db } from '../db/database.js';
 import { triggerDailyUsage, triggers } from '../db/schema.js';
@@ -49,6 +49,15 @@ export async function countAccountTriggers(db: Db, installationId: string, conne
     .select({ n: count() })
     .from(triggers)
     .where(and(eq(triggers.installationId, installationId), eq(triggers.connectedAccountId, connectedAccountId)));
+  return row?.n ?? 0;
+}
+
+/** Triggers of every installation that deliver events: enabled, and not waiting for their account to be reconnected. */
+export async function countActiveTriggers(db: Db): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(triggers)
+    .where(and(eq(triggers.enabled, true), isNull(triggers.needsReconnectAt)));
   return row?.n ?? 0;
 }
 

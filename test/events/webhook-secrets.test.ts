@@ -19,7 +19,7 @@ beforeAll(async () => {
   database = await createTestDatabase();
   runtime = createEventsRuntime({ database, logger: log });
   await runtime.start();
-  book = new WebhookSecretBook(database.sql, ['env-secret'], log);
+  book = new WebhookSecretBook(database.db, ['env-secret'], log);
   runtime.onWebhookSecretsChanged(() => void book.reload());
   await book.start();
 });
@@ -42,7 +42,7 @@ describe('the accepted webhook secrets', () => {
     expect(book.accepted(new Date())).toEqual(['env-secret']);
     const now = new Date();
     const rotated = await rotateWebhookSecret(
-      { sql: database.sql, composio: composio(['second-secret']), environmentSecrets: ['env-secret'] },
+      { db: database.db, composio: composio(['second-secret']), environmentSecrets: ['env-secret'] },
       { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 60_000, now },
     );
     expect(rotated.oldExpireAt.getTime()).toBe(now.getTime() + 60_000);
@@ -54,7 +54,7 @@ describe('the accepted webhook secrets', () => {
     expect(book.accepted(new Date(now.getTime() + 60_001))).toEqual(['second-secret']);
 
     await rotateWebhookSecret(
-      { sql: database.sql, composio: composio(['third-secret']), environmentSecrets: ['env-secret'] },
+      { db: database.db, composio: composio(['third-secret']), environmentSecrets: ['env-secret'] },
       { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 10_000, now: new Date() },
     );
     await until(() => book.accepted(new Date()).includes('third-secret'), 2_000, 'the third secret');
@@ -72,7 +72,7 @@ describe('the accepted webhook secrets', () => {
     };
     await expect(
       rotateWebhookSecret(
-        { sql: database.sql, composio: refusing, environmentSecrets: ['env-secret'] },
+        { db: database.db, composio: refusing, environmentSecrets: ['env-secret'] },
         { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 60_000, now: new Date() },
       ),
     ).rejects.toThrow('Composio is down');

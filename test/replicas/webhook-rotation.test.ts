@@ -167,7 +167,9 @@ describe('rotating the webhook secret with two brokers running', () => {
     };
     onTestFinished(stopped);
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const cli = await spawnCli(['webhook', 'rotate-secret', '--keep-old-for', '15s'], {
+    // An overlap just long enough to outlast the deliveries below (the CLI's exit, half a second
+    // more, the checks), since the test then waits for it to end.
+    const cli = await spawnCli(['webhook', 'rotate-secret', '--keep-old-for', '8s'], {
       DATABASE_URL: database.url,
       COMPOSIO_API_KEY: sim.apiKey,
       COMPOSIO_BASE_URL: sim.origin,
@@ -187,7 +189,7 @@ describe('rotating the webhook secret with two brokers running', () => {
     expect(fromTest.length).toBeGreaterThan(3);
     await expectAllAcceptedOnce(all);
 
-    // After the overlap (15 s from the rotation) the old secret is refused by both, with no
+    // After the overlap (8 s from the rotation) the old secret is refused by both, with no
     // restart; the new one still works.
     const [old] = await database.sql<{ expires_at: Date }[]>`select expires_at from webhook_secrets where secret = ${firstSecret}`;
     const oldEnd = new Date(old!.expires_at).getTime();
@@ -217,7 +219,7 @@ describe('rotating the webhook secret with two brokers running', () => {
     let early: Promise<unknown> | undefined;
     const rotation = await rotateWebhookSecret(
       {
-        sql: database.sql,
+        db: database.db,
         composio: {
           setWebhookSubscription: (url) => gateway.setWebhookSubscription(url),
           // Composio has switched to the new secret and delivers with it at once; the answer

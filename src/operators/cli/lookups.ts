@@ -200,7 +200,7 @@ tokens) are never stored, so never printed.`,
     };
     const limit = limitOf(values.limit);
     const page = await withDatabase(env, io, (database) =>
-      asCommand(() => listGrants(database.sql, new Date(), filters, { limit, cursor: values.cursor })),
+      asCommand(() => listGrants(database.db, new Date(), filters, { limit, cursor: values.cursor })),
     );
     if (values.json) {
       io.out(json(page));
