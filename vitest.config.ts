@@ -2,11 +2,16 @@ import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
- * Three projects, so the fast part runs alone (`npm run test:unit`):
+ * Four projects, so each part can run alone (`npm run test:<name>`):
  * - unit: pure logic (tests beside the code in src/, and a few under test/), no Postgres;
  * - processes: tests that spawn the broker, the CLI, Postgres servers or a browser;
  * - integration: the rest of test/, in-process against Postgres and the simulator. A new file
- *   under test/ lands here unless listed, and Postgres is always there for it.
+ *   under test/ lands here unless listed, and Postgres is always there for it;
+ * - system: `*.system.test.ts`, the tests that need a tool from Debian's packages (nginx,
+ *   promtool from prometheus). Not in `npm test`, which needs nothing beyond `npm ci`;
+ *   `npm run test:system` runs them after .ci/run installs the packages. Without a package they
+ *   fail, naming it; never skipped. A test needing such a tool goes in a file of this name,
+ *   apart from the tests beside it that do not.
  */
 const SRC_TESTS = 'src/**/*.test.ts';
 
@@ -37,6 +42,9 @@ const PROCESSES = [
   '**/*.browser.test.ts',
 ];
 
+/** Tests that need a tool from Debian's packages (see above). */
+const SYSTEM = '**/*.system.test.ts';
+
 // Spread into each project rather than inherited, which would give each project the global setup too.
 const shared = { testTimeout: 30_000, hookTimeout: 60_000, pool: 'forks', env: { NODE_ENV: 'test' } } as const;
 
@@ -49,12 +57,28 @@ export default defineConfig({
     maxWorkers: availableParallelism() + 1,
     projects: [
       { test: { ...shared, name: 'unit', include: [SRC_TESTS, ...PURE], exclude: SRC_INTEGRATION } },
-      { test: { ...shared, name: 'integration', include: ['test/**/*.test.ts', ...SRC_INTEGRATION], exclude: [...PURE, ...PROCESSES] } },
+      {
+        test: {
+          ...shared,
+          name: 'integration',
+          include: ['test/**/*.test.ts', ...SRC_INTEGRATION],
+          exclude: [...PURE, ...PROCESSES, SYSTEM],
+        },
+      },
       // After the others, one file per core: these start brokers and Postgres servers of their own
       // and time how fast they react, which crowding would only make slower and less certain.
       {
-        test: { ...shared, name: 'processes', include: PROCESSES, maxWorkers: availableParallelism(), sequence: { groupOrder: 1 } },
+        test: {
+          ...shared,
+          name: 'processes',
+          include: PROCESSES,
+          exclude: [SYSTEM],
+          maxWorkers: availableParallelism(),
+          sequence: { groupOrder: 1 },
+        },
       },
+      // Its own run (`npm run test:system`); some of these spawn a broker and nginx, so one file per core too.
+      { test: { ...shared, name: 'system', include: [SYSTEM], maxWorkers: availableParallelism() } },
     ],
   },
 });

@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
+import type { WebhookEvent } from '../../src/composio/webhook-events.js';
 import { signWebhook } from '../../src/composio/webhook-signature.js';
 import type { Env } from '../../src/config.js';
 import type { Database, Sql } from '../../src/db/database.js';
@@ -94,6 +95,20 @@ export async function installationWithTrigger(
   await database.sql`insert into installations (id, token_hash, composio_user_id)
                      values (${id}, ${randomBytes(32).toString('hex')}, ${composioUserIdFor(id)})`;
   return insertTrigger(database, id, options);
+}
+
+/** A trigger message as ingest takes it, already parsed from its webhook. */
+export function parsedTriggerMessage(trigger: TestTrigger, data: Record<string, unknown> = { n: 1 }): WebhookEvent {
+  return {
+    type: 'composio.trigger.message',
+    id: `msg_${randomUUID()}`,
+    timestamp: new Date().toISOString(),
+    triggerId: trigger.composioTriggerId,
+    triggerSlug: trigger.triggerSlug,
+    connectedAccountId: trigger.connectedAccountId,
+    userId: trigger.composioUserId,
+    data,
+  };
 }
 
 /** A V3 `composio.trigger.message` for the trigger. */

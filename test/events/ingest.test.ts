@@ -6,7 +6,7 @@ import { IngestBatcher } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
 import type { QueuedEventType } from '../../src/queue/queue.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { installationWithTrigger, type TestTrigger } from './helpers.js';
+import { installationWithTrigger, parsedTriggerMessage, type TestTrigger } from './helpers.js';
 
 let database: TestDatabase;
 beforeAll(async () => {
@@ -28,16 +28,7 @@ function recordingIngest() {
   return { deps, woken, queued };
 }
 
-const message = (trigger: TestTrigger): WebhookEvent => ({
-  type: 'composio.trigger.message',
-  id: `msg_${randomUUID()}`,
-  timestamp: new Date().toISOString(),
-  triggerId: trigger.composioTriggerId,
-  triggerSlug: trigger.triggerSlug,
-  connectedAccountId: trigger.connectedAccountId,
-  userId: trigger.composioUserId,
-  data: { n: 1 },
-});
+const message = (trigger: TestTrigger) => parsedTriggerMessage(trigger);
 
 const receivedAt = new Date('2031-03-14T12:00:00Z');
 

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { WebhookEvent } from '../../src/composio/webhook-events.js';
 import { type IngestDeps, ingestWebhookEvent } from '../../src/intake/ingest.js';
 import { IngestBatcher, type TriggerMessageInput } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
-import { countEvents, installationWithTrigger, type TestTrigger } from '../events/helpers.js';
+import { countEvents, installationWithTrigger, parsedTriggerMessage, type TestTrigger } from '../events/helpers.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -35,19 +34,8 @@ function countingIngest() {
   return { deps, writes };
 }
 
-const message = (trigger: TestTrigger, data: Record<string, unknown>): WebhookEvent => ({
-  type: 'composio.trigger.message',
-  id: `msg_${randomUUID()}`,
-  timestamp: new Date().toISOString(),
-  triggerId: trigger.composioTriggerId,
-  triggerSlug: trigger.triggerSlug,
-  connectedAccountId: trigger.connectedAccountId,
-  userId: trigger.composioUserId,
-  data,
-});
-
 async function ingest(deps: IngestDeps, trigger: TestTrigger, data: Record<string, unknown>) {
-  return ingestWebhookEvent(deps, { eventId: `msg_${randomUUID()}`, event: message(trigger, data), receivedAt: new Date() });
+  return ingestWebhookEvent(deps, { eventId: `msg_${randomUUID()}`, event: parsedTriggerMessage(trigger, data), receivedAt: new Date() });
 }
 
 describe('a filtered trigger', () => {

@@ -12,12 +12,12 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 export const SHIPPED_NGINX_CONF = path.join(ROOT, 'docker/nginx.conf');
 
 /**
- * Debian's nginx (`apt-get install nginx`, done by `.ci/run`). Never skipped: without it the
- * tests that need it fail and say how to get it.
+ * Debian's nginx (`apt-get install nginx`, done by `.ci/run`), for the `system` project's tests
+ * only (`*.system.test.ts`). Never skipped: without it those tests fail and say how to get it.
  */
 export function nginxBinary(): string {
   const found = ['/usr/sbin/nginx', '/usr/bin/nginx', '/usr/local/sbin/nginx'].find((candidate) => existsSync(candidate));
-  if (!found) throw new Error('nginx is not installed: `apt-get install -y nginx` (.ci/run installs it)');
+  if (!found) throw new Error("nginx is not installed: `apt-get install nginx` (Debian's package; .ci/run installs it)");
   return found;
 }
 
@@ -68,9 +68,11 @@ async function prepare(serverBlock: string): Promise<{ dir: string; conf: string
 
 /** `nginx -t` on a server block: resolves with nginx's verdict (exit code and what it printed). */
 export async function nginxTest(serverBlock: string): Promise<{ ok: boolean; output: string }> {
+  // Outside the try: a missing nginx fails with its own message, not as a verdict on the config.
+  const nginx = nginxBinary();
   const { dir, conf } = await prepare(serverBlock);
   try {
-    const { stdout, stderr } = await promisify(execFile)(nginxBinary(), ['-t', '-p', dir, '-c', conf]);
+    const { stdout, stderr } = await promisify(execFile)(nginx, ['-t', '-p', dir, '-c', conf]);
     return { ok: true, output: stdout + stderr };
   } catch (error) {
     const e = error as { stdout?: string; stderr?: string };

@@ -9,7 +9,9 @@ import { type RunningNginx, renderShippedConf, startNginx } from '../support/ngi
  * The shipped balancer (docker/nginx.conf, run by Debian's nginx) in front of a spawned broker
  * configured as docker/compose.yml configures it (TRUST_PROXY=1). A client that writes its own
  * X-Forwarded-For cannot pick the address the registration limit counts: every forged address
- * still counts as the client's own, and another client still has its own allowance.
+ * still counts as the client's own, and another client still has its own allowance. In the
+ * `system` project (`npm run test:system`) because it needs Debian's `nginx` package; without it
+ * these tests fail, saying what to install.
  */
 
 const LIMIT = 3;
