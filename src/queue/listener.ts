@@ -102,13 +102,23 @@ export class NotificationListener {
     await client?.end({ timeout: 0 }).catch(() => undefined);
   }
 
-  /** Several reconnect callbacks can fire together; the handlers need calling once. */
+  /**
+   * Several reconnect callbacks can fire together; the handlers need calling once. And only once
+   * the pool answers too: the LISTEN connection and the pool's connections come back each on
+   * their own backoff, and a waiter woken while the pool still fails would answer `503` instead
+   * of the events it missed. A pool that stays unreachable fails the probe within its timeouts,
+   * and the handlers run all the same.
+   */
   private reconnectedSoon(reason: string): void {
     if (this.reconnectScheduled) return;
     this.reconnectScheduled = true;
     setImmediate(() => {
-      this.reconnectScheduled = false;
-      for (const handler of this.reconnectHandlers) handler(reason);
+      void this.sql`select 1`
+        .catch(() => undefined)
+        .then(() => {
+          this.reconnectScheduled = false;
+          for (const handler of this.reconnectHandlers) handler(reason);
+        });
     });
   }
 

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Sql } from '../db/database.js';
 import { unauthorized } from '../errors.js';
+import { isDatabaseUnavailable } from '../http/errors.js';
 import { installationDisabled } from '../installations/disable.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { EventHub, Sleeper, Wait, WakeReason } from './hub.js';
@@ -54,6 +55,9 @@ export function pollEvents(deps: PollDeps, request: PollRequest, done: PollDone)
   return poll;
 }
 
+/** How soon a read after a wait that found the database unreachable is tried again. */
+const REREAD_AFTER_FAILURE_MS = 250;
+
 class LongPoll implements Sleeper, HeldPoll {
   /** Where reads start: set by the cursor, then by each read, even if the acknowledged position moves meanwhile. */
   private after: number | null = null;
@@ -65,6 +69,9 @@ class LongPoll implements Sleeper, HeldPoll {
   /** The last read found events after the start already removed by retention. */
   private gap = false;
   private hungUp = false;
+  /** Set once the poll has waited: a read after a wait that finds the database unreachable retries (see readFailed). */
+  private waited = false;
+  private retry: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly deps: PollDeps,
@@ -122,7 +129,38 @@ class LongPoll implements Sleeper, HeldPoll {
     }
     readOnce(this.deps.sql, this.installationId, this.after, this.limit)
       .then((slice) => this.onRead(slice))
-      .catch((error: unknown) => this.fail(error));
+      .catch((error: unknown) => this.readFailed(error));
+  }
+
+  /**
+   * A read after a wait is often the first thing a poll does once an outage ends (every waiter is
+   * woken when the LISTEN connection is back), and the pool's connections come back on their own
+   * backoff: such a read that finds the database unreachable is tried again shortly while the
+   * poll's time lasts, rather than answering `503` for events it is about to be able to read. The
+   * first read, and every other failure, answers at once.
+   */
+  private readFailed(error: unknown): void {
+    if (this.state !== 'reading') return;
+    const timeLeft = this.deadline - performance.now() > REREAD_AFTER_FAILURE_MS;
+    if (!this.waited || this.hungUp || !timeLeft || !isDatabaseUnavailable(error)) {
+      this.fail(error);
+      return;
+    }
+    const woken = this.woken;
+    this.state = 'idle';
+    this.woken = undefined;
+    // A wake that needs no read (shutdown, disabled, superseded) is answered as it would be.
+    if (woken === 'closing' || woken === 'disabled' || woken === 'superseded') {
+      this.decide(woken);
+      return;
+    }
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      if (this.state !== 'idle') return;
+      this.wait?.cancel();
+      this.wait = undefined;
+      this.read();
+    }, REREAD_AFTER_FAILURE_MS);
   }
 
   private onRead(slice: QueueSlice | null): void {
@@ -141,6 +179,9 @@ class LongPoll implements Sleeper, HeldPoll {
 
   /** After an empty read, what a wake means. */
   private decide(reason: WakeReason): void {
+    this.waited = true;
+    clearTimeout(this.retry);
+    this.retry = undefined;
     switch (reason) {
       case 'event':
       case 'timeout':
@@ -183,6 +224,8 @@ class LongPoll implements Sleeper, HeldPoll {
     this.state = 'finished';
     this.wait?.cancel();
     this.wait = undefined;
+    clearTimeout(this.retry);
+    this.retry = undefined;
     return true;
   }
 }

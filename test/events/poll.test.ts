@@ -132,4 +132,53 @@ describe('a long poll', () => {
     expect(poll.elapsed()).toBeGreaterThanOrEqual(140);
     expect(hub.size).toBe(0);
   });
+
+  it('reads again shortly when a read after its wait finds the database unreachable, and answers what it then reads', async () => {
+    const hub = new EventHub();
+    const { installationId } = await register(t.app);
+    // Reads through this fail as an unreachable database would, while `down` holds.
+    let down = false;
+    let refused = 0;
+    const flaky = new Proxy(t.database.sql, {
+      apply(target, thisArg, args: unknown[]) {
+        const strings = args[0];
+        if (down && Array.isArray(strings) && strings.join('?').includes('omb_read_queue')) {
+          refused++;
+          return Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+        }
+        return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args);
+      },
+    }) as typeof t.database.sql;
+    let settle!: (outcome: { error: Error | null; result?: PollResult }) => void;
+    const outcome = new Promise<{ error: Error | null; result?: PollResult }>((resolve) => {
+      settle = resolve;
+    });
+    pollEvents({ sql: flaky, hub }, { installationId, cursor: undefined, limit: 10, waitMs: 20_000 }, (error, result) =>
+      settle({ error, result }),
+    );
+    await until(() => hub.size === 1);
+    down = true;
+    hub.wake(installationId);
+    await until(() => refused >= 2);
+    const id = await deliver(installationId, 1);
+    down = false;
+    const { error, result } = await outcome;
+    expect(error).toBeNull();
+    expect(result?.answer.events.map((e) => e.id)).toEqual([id]);
+  });
+
+  it('answers the first read’s failure at once: only a read after a wait is tried again', async () => {
+    const hub = new EventHub();
+    const { installationId } = await register(t.app);
+    const refusing = new Proxy(t.database.sql, {
+      apply() {
+        return Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+      },
+    }) as typeof t.database.sql;
+    const failed = await new Promise<Error | null>((resolve) =>
+      pollEvents({ sql: refusing, hub }, { installationId, cursor: undefined, limit: 10, waitMs: 20_000 }, (error) => resolve(error)),
+    );
+    expect((failed as Error & { code?: string }).code).toBe('ECONNREFUSED');
+    expect(hub.size).toBe(0);
+  });
 });
