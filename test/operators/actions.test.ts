@@ -6,7 +6,15 @@ import * as actions from '../../src/operators/actions.js';
 import type { Actor } from '../../src/operators/audit.js';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
-import { adminClaims, operatorKey, runCli, signClaims, type TestOperatorKey, trusting } from './support.js';
+import {
+  adminClaims,
+  type AuditRow as OperatorAuditRow,
+  operatorKey,
+  runCli,
+  signClaims,
+  type TestOperatorKey,
+  trusting,
+} from './support.js';
 
 // The real actions, watched: proves which function a route or a command went through.
 vi.mock('../../src/operators/actions.js', async (importOriginal) => {
@@ -27,15 +35,7 @@ afterAll(async () => {
   await t.close();
 });
 
-interface AuditRow {
-  operator: string;
-  token_id: string | null;
-  source: string;
-  action: string;
-  target: string | null;
-  outcome: string;
-  details: Record<string, unknown>;
-}
+type AuditRow = OperatorAuditRow & { details: Record<string, unknown> };
 const lastRows = (action: string, count: number) =>
   t.database.sql<AuditRow[]>`
     select operator, token_id, source, action, target, outcome, details from operator_audit

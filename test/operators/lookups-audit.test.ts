@@ -8,7 +8,7 @@ import { dailyUsage, triggers } from '../../src/db/schema.js';
 import { noteOperatorKeys, removeExpiredAudit } from '../../src/operators/audit.js';
 import { startSimulator } from '../../src/sim/index.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
-import { adminClaims, grantClaims, operatorKey, runCli, signClaims, type TestOperatorKey, trusting } from './support.js';
+import { type AuditRow, adminClaims, grantClaims, operatorKey, runCli, signClaims, type TestOperatorKey, trusting } from './support.js';
 
 let t: TestApp;
 let key: TestOperatorKey;
@@ -29,14 +29,6 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 /** A cursor in the lookups' format (base64url JSON `[key, id]`), as a client could forge one. */
 const forgedCursor = (key: string, id: string) => Buffer.from(JSON.stringify([key, id])).toString('base64url');
 
-interface AuditRow {
-  operator: string;
-  token_id: string | null;
-  source: string;
-  action: string;
-  target: string | null;
-  outcome: string;
-}
 const auditRows = (target: string) =>
   t.database.sql<
     AuditRow[]

@@ -106,3 +106,13 @@ export function spawnCli(args: string[], env: Record<string, string> = {}): Prom
     child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/** A row of `operator_audit` as the tests read it back. */
+export interface AuditRow {
+  operator: string;
+  token_id: string | null;
+  source: string;
+  action: string;
+  target: string | null;
+  outcome: string;
+}
