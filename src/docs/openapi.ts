@@ -111,6 +111,33 @@ function referencedOnly(document: OpenAPIV3_1.Document): OpenAPIV3_1.Document {
   return { ...document, components: { ...document.components, schemas: kept } };
 }
 
+/**
+ * Any route can answer `503`: the one error mapping (src/http/errors.ts) gives it for every
+ * request while the database is unreachable or the broker is shutting down. So it is declared
+ * here, once, on every operation that does not declare a `503` of its own.
+ */
+function unavailableEverywhere(document: OpenAPIV3_1.Document): OpenAPIV3_1.Document {
+  type Operation = { responses?: Record<string, unknown> };
+  // A copy: the document holds shared constants (the `/docs` page's entry).
+  const paths = structuredClone(document.paths ?? {}) as Record<string, Record<string, Operation | unknown>>;
+  for (const item of Object.values(paths)) {
+    for (const method of ['get', 'put', 'post', 'delete', 'patch']) {
+      const operation = item[method] as Operation | undefined;
+      if (!operation || operation.responses?.['503']) continue;
+      // A fresh object each time: one shared object would be written as a YAML alias.
+      operation.responses = {
+        ...operation.responses,
+        '503': {
+          description:
+            'The database is not reachable (`database_unavailable`) or the broker is shutting down (`shutting_down`); retry after `retry-after`.',
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        },
+      };
+    }
+  }
+  return { ...document, paths: paths as OpenAPIV3_1.PathsObject };
+}
+
 /** Collects the routes' schemas into the reference and serves it (`/openapi.yaml`, `/docs`). */
 export async function apiDocs(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
@@ -123,7 +150,8 @@ export async function apiDocs(app: FastifyInstance): Promise<void> {
       paths: { '/docs': DOCS_PATH },
     },
     transform: jsonSchemaTransform,
-    transformObject: (document) => referencedOnly(hoistRecursiveSchemas(jsonSchemaTransformObject(document) as OpenAPIV3_1.Document)),
+    transformObject: (document) =>
+      referencedOnly(unavailableEverywhere(hoistRecursiveSchemas(jsonSchemaTransformObject(document) as OpenAPIV3_1.Document))),
   });
 
   await app.register(swaggerUi, {
