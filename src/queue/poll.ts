@@ -55,8 +55,15 @@ export function pollEvents(deps: PollDeps, request: PollRequest, done: PollDone)
   return poll;
 }
 
-/** How soon a read after a wait that found the database unreachable is tried again. */
+/**
+ * How soon a read after a wait that found the database unreachable is tried again: 250 ms, then
+ * twice as long each time up to 2 s (the pool's own reconnect backoff is capped there too), each
+ * spread by up to a quarter, so that thousands of held polls do not retry in step.
+ */
 const REREAD_AFTER_FAILURE_MS = 250;
+const REREAD_AFTER_FAILURE_MAX_MS = 2_000;
+const rereadDelay = (failures: number) =>
+  Math.min(REREAD_AFTER_FAILURE_MS * 2 ** (failures - 1), REREAD_AFTER_FAILURE_MAX_MS) * (0.75 + Math.random() * 0.25);
 
 class LongPoll implements Sleeper, HeldPoll {
   /** Where reads start: set by the cursor, then by each read, even if the acknowledged position moves meanwhile. */
@@ -72,6 +79,7 @@ class LongPoll implements Sleeper, HeldPoll {
   /** Set once the poll has waited: a read after a wait that finds the database unreachable retries (see readFailed). */
   private waited = false;
   private retry: NodeJS.Timeout | undefined;
+  private failedReads = 0;
 
   constructor(
     private readonly deps: PollDeps,
@@ -154,13 +162,16 @@ class LongPoll implements Sleeper, HeldPoll {
       this.decide(woken);
       return;
     }
-    this.retry = setTimeout(() => {
-      this.retry = undefined;
-      if (this.state !== 'idle') return;
-      this.wait?.cancel();
-      this.wait = undefined;
-      this.read();
-    }, REREAD_AFTER_FAILURE_MS);
+    this.retry = setTimeout(
+      () => {
+        this.retry = undefined;
+        if (this.state !== 'idle') return;
+        this.wait?.cancel();
+        this.wait = undefined;
+        this.read();
+      },
+      rereadDelay(++this.failedReads),
+    );
   }
 
   private onRead(slice: QueueSlice | null): void {
@@ -171,6 +182,7 @@ class LongPoll implements Sleeper, HeldPoll {
     }
     this.after = slice.through;
     this.gap = slice.gap;
+    this.failedReads = 0;
     if (slice.events.length > 0) this.finish({ answer: this.answerWith(slice.events), shuttingDown: false });
     else if (this.hungUp || (!this.wait && !this.woken)) this.answer(false);
     else if (this.woken) this.decide(this.woken);
