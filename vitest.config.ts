@@ -31,6 +31,7 @@ const PURE = [
 ];
 
 const PROCESSES = [
+  'test/db/embedded-password.test.ts',
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
   'test/faults/lifecycle.test.ts',

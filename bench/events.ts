@@ -245,7 +245,8 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
 
   // The write path alone: the broker's group commit driven from this process, no HTTP.
   const batcher = new IngestBatcher(sql, log);
-  const data = JSON.stringify(JSON.parse(webhookFor(installations[0]!).body).data);
+  const payload = webhookFor(installations[0]!).body;
+  const data = JSON.stringify(JSON.parse(payload).data);
   const direct = await runLoad({
     concurrency: SENDERS,
     warmupMs: WARMUP_MS,
@@ -257,7 +258,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
         eventId: `direct_${randomUUID()}`,
         triggerId: installation.composioTriggerId,
         userId: composioUserIdFor(installation.installationId),
-        dataJson: data,
+        payloadJson: payload,
         receivedAt: now.toISOString(),
         day: quotaDay(now).day,
         resetsAt: quotaDay(now).resetsAt.toISOString(),

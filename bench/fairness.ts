@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { applyMigrations } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
@@ -17,7 +18,12 @@ import { benchRun, type Child, fmt, heading, httpCall, line, percentile, startCh
  *    set so that the flooders together want far more Composio calls than it allows.
  * 2. Poll cap: another installation's `GET /v1/me` while one installation tries to hold 2,000
  *    polls and events keep waking it, beside the same figure with nobody polling.
+ * 3. Check-in flood: another installation's `GET /v1/me` while 5,000 check-ins sent at once by
+ *    one token are answered, beside the same figure during an equal flood of requests to a route that does
+ *    no work (an unknown path): what 5,000 concurrent requests of any kind cost this machine is
+ *    the floor, so the ratio says what the check-ins add. Target: within 2x.
  *
+ * `--part fair-share|poll-cap|check-ins` runs one part alone.
  * One broker started as `npm start` starts it (embedded Postgres in a temporary folder, the
  * simulator and the load in this process), loopback only.
  */
@@ -36,6 +42,18 @@ const VICTIM_INTERVAL_MS = 2000;
 const ME_SAMPLES = 100;
 const ME_INTERVAL_MS = 100;
 const POLLERS = 2_000;
+/** The check-in flood: this many requests from one token sent at once, the other installation checking in every FLOOD_SAMPLE_MS until they are answered. */
+const FLOOD_REQUESTS = 5_000;
+const FLOOD_SAMPLE_MS = 20;
+const FLOOD_MIN_SAMPLES = 20;
+const FLOOD_ROUNDS = 3;
+
+const PARTS = ['fair-share', 'poll-cap', 'check-ins'] as const;
+const { values: args } = parseArgs({ options: { part: { type: 'string' } } });
+if (args.part !== undefined && !PARTS.includes(args.part as (typeof PARTS)[number])) {
+  throw new Error(`--part must be one of ${PARTS.join(', ')}`);
+}
+const runs = (part: (typeof PARTS)[number]) => args.part === undefined || args.part === part;
 
 const log = createLogger('warn');
 const { dataDir, cleanups, run } = await benchRun('omb-bench-fairness-');
@@ -88,8 +106,9 @@ async function main(): Promise<void> {
     `Ready: Composio budget ${CALLS_PER_MINUTE}/min, ${REQUESTS_PER_MINUTE} connected-app requests/min per installation, loopback (Node ${process.version}).\n`,
   );
 
-  await fairShare(broker, agent, sim, victim, flooders);
-  await pollCap(broker, agent, embedded.url, victim);
+  if (runs('fair-share')) await fairShare(broker, agent, sim, victim, flooders);
+  if (runs('poll-cap')) await pollCap(broker, agent, embedded.url, victim);
+  if (runs('check-ins')) await checkInFlood(broker, agent, victim, flooders[0]!);
 }
 
 /** Latencies of `samples` requests, one every `intervalMs`. */
@@ -223,6 +242,72 @@ async function pollCap(broker: Child, agent: Agent, databaseUrl: string, other: 
   const ratio = percentile(busy.latencies, 99) / percentile(quiet.latencies, 99);
   line(`one installation trying to hold ${POLLERS} polls, woken 20/s`, ...figures(busy), `p99 ratio ${ratio.toFixed(2)}x`);
   line('its polls answered / refused (429)', `${fmt.int(answered)} / ${fmt.int(refused)}`, `${n} wake-ups`);
+}
+
+async function checkInFlood(broker: Child, agent: Agent, other: Who, flooder: Who) {
+  heading(
+    `Check-in flood: another installation's GET /v1/me, one every ${FLOOD_SAMPLE_MS} ms, while ${fmt.int(FLOOD_REQUESTS)} requests sent at once are answered`,
+  );
+  const me = () => httpCall(agent, `${broker.url}/v1/me`, { headers: other.auth }).then((a) => a.status);
+
+  /** The other installation's check-ins, one every FLOOD_SAMPLE_MS (each sent on time), while FLOOD_REQUESTS to `url` sent at once are answered. */
+  // The flood's connections are opened once, by a first flood not measured, and kept: 5,000
+  // connections opened at once overflow the listen backlog, and the retried connects would
+  // measure the kernel, not the broker.
+  const floodAgent = new Agent({ keepAlive: true, maxSockets: FLOOD_REQUESTS, maxFreeSockets: FLOOD_REQUESTS });
+  const during = async (url: string, headers: Record<string, string>) => {
+    const statuses = new Map<number, number>();
+    let answered = 0;
+    const flood = Array.from({ length: FLOOD_REQUESTS }, () =>
+      httpCall(floodAgent, url, { headers })
+        .then(
+          (a) => a.status,
+          () => 0,
+        )
+        .then((status) => {
+          answered++;
+          statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        }),
+    );
+    const started = performance.now();
+    const timings: Array<Promise<{ ms: number; ok: boolean }>> = [];
+    while (answered < FLOOD_REQUESTS || timings.length < FLOOD_MIN_SAMPLES) {
+      const t0 = performance.now();
+      timings.push(
+        me().then(
+          (status) => ({ ms: performance.now() - t0, ok: status === 200 }),
+          () => ({ ms: performance.now() - t0, ok: false }),
+        ),
+      );
+      await sleep(FLOOD_SAMPLE_MS);
+    }
+    await Promise.all(flood);
+    const floodMs = performance.now() - started;
+    const done = await Promise.all(timings);
+    const byStatus = [...statuses].map(([status, n]) => `${fmt.int(n)} x ${status || 'failed'}`).join(', ');
+    return { sample: { latencies: done.map((d) => d.ms), failures: done.filter((d) => !d.ok).length }, byStatus, floodMs };
+  };
+
+  const warm = await during(`${broker.url}/v1/no-such-route`, {});
+  line("opening the flood's connections (not measured)", `${warm.byStatus} in ${fmt.ms(warm.floodMs)}`);
+  const ratios: number[] = [];
+  for (let round = 1; round <= FLOOD_ROUNDS; round++) {
+    const floor = await during(`${broker.url}/v1/no-such-route`, {});
+    await sleep(1000);
+    const checkIns = await during(`${broker.url}/v1/me`, flooder.auth);
+    await sleep(1000);
+    const ratio = percentile(checkIns.sample.latencies, 99) / percentile(floor.sample.latencies, 99);
+    ratios.push(ratio);
+    line(`round ${round}: an unknown path (the floor)`, ...figures(floor.sample), `${floor.byStatus} in ${fmt.ms(floor.floodMs)}`);
+    line(
+      `round ${round}: one token's check-ins`,
+      ...figures(checkIns.sample),
+      `${checkIns.byStatus} in ${fmt.ms(checkIns.floodMs)}`,
+      `p99 / floor p99 ${ratio.toFixed(2)}x ${ratio <= 2 ? '(within 2x)' : '(OVER 2x)'}`,
+    );
+  }
+  floodAgent.destroy();
+  process.stdout.write(`${JSON.stringify({ checkInFloodP99Ratios: ratios.map((r) => Number(r.toFixed(2))) })}\n`);
 }
 
 /** CPU time the broker process has used so far (user + system), from /proc. */

@@ -12,7 +12,7 @@ import { sharedCounters } from './db/counters.js';
 import type { Database } from './db/database.js';
 import { apiDocs } from './docs/openapi.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
-import { acceptEmptyJsonBodies } from './http/json.js';
+import { parseJsonBodies } from './http/json.js';
 import { sharedRateLimitStore } from './http/rate-limit-store.js';
 import { requestLogger } from './http/request-logger.js';
 import { ErrorBody, json } from './http/responses.js';
@@ -107,13 +107,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
-  acceptEmptyJsonBodies(app);
+  parseJsonBodies(app);
   logOneLinePerRequest(app, metrics);
   // Every limit counts in Postgres, so it holds whatever the number of broker processes.
   const counters = sharedCounters(database.sql);
   await app.register(rateLimit, { global: false, store: sharedRateLimitStore(counters) });
   composioCallsPerRequest(app, config.composio.timeoutMs);
-  await apiDocs(app);
+  await apiDocs(app, { publicUrl: config.publicUrl });
 
   const health = {
     tags: ['service'],
@@ -142,6 +142,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     quotas: config.quotas,
     registrationMode: config.registrationMode,
     registrationsPerMinute: config.limits.registrationsPerMinute,
+    checkInsPerMinute: config.limits.checkInsPerMinute,
     verifyGrant,
     removeInstallation: (installation) => removeInstallation(database.db, deps.composio, installation, logger),
   });

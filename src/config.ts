@@ -86,7 +86,9 @@ export const EnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1').describe('the address to listen on'),
   PUBLIC_URL: optionalString
     .pipe(httpUrl.optional())
-    .describe('where Composio reaches this broker (the sandbox subscribes `PUBLIC_URL/v1/webhooks/composio`). Unset: `http://HOST:PORT`'),
+    .describe(
+      'where Composio and clients reach this broker (the sandbox subscribes `PUBLIC_URL/v1/webhooks/composio`; `/openapi.yaml` and `/docs` name it as the server). Unset: `http://HOST:PORT`, and the reference names the address it was fetched from',
+    ),
   DATABASE_URL: optionalString
     .pipe(
       z
@@ -104,7 +106,7 @@ export const EnvSchema = z.object({
     .min(1)
     .default('./.data')
     .describe(
-      "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder))",
+      "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder)). The operator CLI uses the default only where it already holds a database (see [Which database the CLI uses](operators.md#which-database-the-cli-uses))",
     ),
   DATABASE_POOL_SIZE: int(1, 200).default(12).describe('connections per broker process (one more is kept for `LISTEN`)'),
   DATABASE_TIMEOUT_MS: int(100, 600_000)
@@ -120,7 +122,7 @@ export const EnvSchema = z.object({
     .default('https://backend.composio.dev')
     .describe("Composio's API origin; its host is trusted for MCP and link URLs beside `composio.dev`"),
   COMPOSIO_WEBHOOK_SECRET: optionalString.describe(
-    'webhook signing secret(s), comma-separated; accepted besides the ones `webhook rotate-secret` stores in the database (until a rotation expires them). Required with `COMPOSIO_API_KEY`',
+    'webhook signing secret(s), comma-separated; accepted besides the ones `webhook rotate-secret` stores in the database (each broker stores these at start, so a rotation expires them too). Required with `COMPOSIO_API_KEY` (the CLI needs none)',
   ),
   COMPOSIO_CALLS_PER_MINUTE: int(1, 1_000_000)
     .default(600)
@@ -161,6 +163,9 @@ export const EnvSchema = z.object({
     .default(120)
     .describe('connected-app (and trigger) requests per installation, per route'),
   BAD_WEBHOOKS_PER_MINUTE: int(1, 1_000_000).default(600).describe('bad webhook signatures per source address before `429`'),
+  CHECK_INS_PER_MINUTE: int(1, 1_000_000)
+    .default(30)
+    .describe('`GET /v1/me` per installation token (the app checks in at each start; `429` beyond, counted before the token is looked up)'),
   EVENT_REQUESTS_PER_MINUTE: int(1, 1_000_000)
     .default(300)
     .describe('polls per installation, and apart from them acknowledgements (`429` beyond)'),
@@ -225,6 +230,8 @@ export interface Config {
   readonly publicUrl: string | undefined;
   readonly databaseUrl: string | undefined;
   readonly dataDir: string;
+  /** Whether `DATA_DIR` was set: the operator CLI makes no database in the default folder. */
+  readonly dataDirGiven: boolean;
   readonly databasePoolSize: number;
   /** Bound on each statement, on connecting and on waiting for Postgres to answer at all. */
   readonly databaseTimeoutMs: number;
@@ -253,6 +260,8 @@ export interface Config {
     readonly badWebhooksPerMinute: number;
     /** Polls and acknowledgements per installation per minute (`/v1/events`, `/v1/events/ack`, each counted). */
     readonly eventRequestsPerMinute: number;
+    /** Check-ins (`GET /v1/me`) per installation token per minute. */
+    readonly checkInsPerMinute: number;
     readonly bodyLimitBytes: number;
     readonly mcpBodyLimitBytes: number;
   };
@@ -310,7 +319,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
-  if (e.COMPOSIO_API_KEY && webhookSecrets.length === 0) {
+  // A serving broker must verify webhooks; the CLI's webhook commands neither use nor store it
+  // (a first subscription cannot have one yet).
+  if (e.COMPOSIO_API_KEY && webhookSecrets.length === 0 && options.for !== 'cli') {
     problems.push('COMPOSIO_WEBHOOK_SECRET: required when COMPOSIO_API_KEY is set');
   }
   // Sandbox mode is for trying the broker out: in production (the image sets NODE_ENV) a missing
@@ -361,6 +372,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     publicUrl: e.PUBLIC_URL,
     databaseUrl,
     dataDir: e.DATA_DIR,
+    dataDirGiven: env.DATA_DIR !== undefined,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,
     composio: Object.freeze({
@@ -379,6 +391,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       connectorRequestsPerMinute: e.CONNECTOR_REQUESTS_PER_MINUTE,
       badWebhooksPerMinute: e.BAD_WEBHOOKS_PER_MINUTE,
       eventRequestsPerMinute: e.EVENT_REQUESTS_PER_MINUTE,
+      checkInsPerMinute: e.CHECK_INS_PER_MINUTE,
       bodyLimitBytes: e.BODY_LIMIT_BYTES,
       mcpBodyLimitBytes: e.MCP_BODY_LIMIT_BYTES,
     }),

@@ -105,10 +105,11 @@ async function main(): Promise<void> {
     closers.push(() => reconnect.stop());
 
     // The grace period bounds the requests; the margin is for closing the database and Postgres after them.
-    // SIGTERM and SIGINT are handled below (see stopOnSignals); close-with-grace takes the rest.
+    // The stop signals and the ignored ones are handled below (see stopOnSignals, ignoreSignals);
+    // close-with-grace takes the rest (faults such as SIGSEGV, an uncaught error).
     let stopSignal: NodeJS.Signals | undefined;
     const grace = closeWithGrace(
-      { delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger, skip: [...STOP_SIGNALS] },
+      { delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger, skip: [...STOP_SIGNALS, ...IGNORED_SIGNALS] },
       async ({ signal, err }) => {
         if (err) logger.error({ err }, 'shutting down after an error');
         else if (lostDatabase) logger.fatal({ err: lostDatabase }, 'shutting down: the embedded Postgres is gone');
@@ -123,6 +124,7 @@ async function main(): Promise<void> {
       stopSignal = signal;
       grace.close();
     });
+    ignoreSignals(logger);
     const parentWatch = watchParent(logger, grace.close);
     closers.push(async () => clearInterval(parentWatch));
 
@@ -141,15 +143,26 @@ async function main(): Promise<void> {
   }
 }
 
-const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const satisfies readonly NodeJS.Signals[];
-/** A repeat of the stop signal within this long is the same request arriving twice. */
+/**
+ * The signals that stop the broker gracefully, the table in docs/operating.md: SIGTERM (process
+ * managers, containers), SIGINT (Ctrl-C), SIGQUIT (the stop signal of some images and
+ * supervisors) and SIGUSR2 (nodemon's restart: it waits for the exit, then starts the broker again).
+ */
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGQUIT', 'SIGUSR2'] as const satisfies readonly NodeJS.Signals[];
+/**
+ * Logged and otherwise ignored. SIGHUP asks a daemon to reload, and the broker reads its
+ * configuration only at start: stopping there would turn a reload into an outage. (A closed
+ * terminal still stops it: its parent goes, see watchParent.)
+ */
+const IGNORED_SIGNALS = ['SIGHUP'] as const satisfies readonly NodeJS.Signals[];
+/** A repeat of a stop signal within this long is the same request arriving twice. */
 const REPEATED_SIGNAL_MS = 2000;
 
 /**
- * The first SIGTERM or SIGINT starts the graceful shutdown. Under `npm start` the same signal
+ * The first stop signal starts the graceful shutdown. Under `npm start` the same signal
  * often arrives twice: Ctrl-C in a terminal, or a process manager signalling the whole process
- * group, reaches the broker directly and again relayed by npm. A repeat that soon is ignored; a
- * later one (someone insisting) exits at once with 1.
+ * group, reaches the broker directly and again relayed by npm. A repeat that soon (of any stop
+ * signal) is ignored; a later one (someone insisting) exits at once with 1.
  */
 function stopOnSignals(logger: Logger, stop: (signal: NodeJS.Signals) => void): void {
   let firstAt: number | undefined;
@@ -165,6 +178,15 @@ function stopOnSignals(logger: Logger, stop: (signal: NodeJS.Signals) => void): 
     }
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+}
+
+/** Each ignored signal is said in the log, so whoever sent it learns that it changed nothing. */
+function ignoreSignals(logger: Logger): void {
+  for (const signal of IGNORED_SIGNALS) {
+    process.on(signal, () =>
+      logger.warn({ signal }, `${signal} ignored: the broker reads its configuration only at start; restart it to apply a change`),
+    );
+  }
 }
 
 /**

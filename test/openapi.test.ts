@@ -88,4 +88,21 @@ describe('openapi.yaml', () => {
     expect(parse(response.body).openapi).toBe('3.1.0');
     expect(response.body).toBe(await committed());
   });
+
+  it('names the broker where PUBLIC_URL says, in /openapi.yaml and in the document /docs shows; without it, the origin it is fetched from', async () => {
+    const servers = async (app: FastifyInstance) => {
+      const yaml = await app.inject({ method: 'GET', url: '/openapi.yaml' });
+      const page = await app.inject({ method: 'GET', url: '/docs/json' });
+      expect(page.statusCode).toBe(200);
+      expect(page.json().servers).toEqual(parse(yaml.body).servers);
+      return (parse(yaml.body).servers as { url: string }[]).map((server) => server.url);
+    };
+    const published = await buildTestApp({ PUBLIC_URL: 'https://broker.example/omb/', PORT: '9999' }, { database: t.database });
+    try {
+      expect(await servers(published.app)).toEqual(['https://broker.example/omb']);
+    } finally {
+      await published.close();
+    }
+    expect(await servers(t.app)).toEqual(['/']);
+  });
 });

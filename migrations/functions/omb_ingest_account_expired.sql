@@ -1,8 +1,8 @@
--- A connected account expired: its triggers need a reconnect, and the installation hears it once
--- through a `connection.expired` event, whose shape is built here. Positions are allocated under
--- the installation's row lock, and dedupe is by the installation's own ids, checked once under
--- that lock, as in omb_ingest_trigger_alone. Marking the account's triggers is this function's
--- part in the triggers table, whose other writes are all src/triggers/store.ts's.
+-- The previous release's entry for an expired account, kept for its processes during a rolling
+-- deploy (this release calls omb_ingest_account_expiry). It took the event's `user_id` as the
+-- owner; now it answers exactly as omb_ingest_account_expiry does, which routes by the account id
+-- the broker stored and ignores `p_user_id`, so an old process cannot queue an expiry to an
+-- installation that does not own the account either. Removed, by a migration, a release later.
 CREATE OR REPLACE FUNCTION omb_ingest_account_expired(
   p_event_id text,
   p_connected_account_id text,
@@ -11,41 +11,8 @@ CREATE OR REPLACE FUNCTION omb_ingest_account_expired(
   p_received_at timestamptz,
   OUT outcome text,
   OUT installation uuid,
-  -- the type of the event queued, null when none was
   OUT queued text
-) LANGUAGE plpgsql AS $$
-DECLARE
-  v_triggers jsonb;
-  v_toolkit text;
-BEGIN
-  SELECT i.id INTO installation FROM installations i WHERE i.composio_user_id = p_user_id;
-  IF NOT FOUND THEN
-    outcome := 'unknown_account';
-    RETURN;
-  END IF;
-  PERFORM 1 FROM installations i WHERE i.id = installation FOR NO KEY UPDATE;
-  IF EXISTS (SELECT 1 FROM omb_events_seen(ARRAY[installation], ARRAY[p_event_id], ARRAY[p_received_at])) THEN
-    outcome := 'duplicate';
-    RETURN;
-  END IF;
-
-  WITH marked AS (
-    UPDATE triggers tr SET needs_reconnect_at = coalesce(tr.needs_reconnect_at, p_received_at)
-     WHERE tr.installation_id = installation AND tr.connected_account_id = p_connected_account_id
-     RETURNING tr.id, tr.automation_id, tr.trigger_slug, tr.toolkit
-  )
-  SELECT coalesce(jsonb_agg(jsonb_build_object('triggerId', m.id, 'automationId', m.automation_id,
-                                               'triggerSlug', m.trigger_slug) ORDER BY m.automation_id), '[]'::jsonb),
-         min(m.toolkit)
-    INTO v_triggers, v_toolkit
-    FROM marked m;
-
-  -- The event keeps its webhook's id (the contract: the webhook-id is the event id).
-  PERFORM omb_append_event(installation, p_event_id, 'connection.expired', NULL, NULL, coalesce(p_toolkit, v_toolkit),
-                           NULL, p_connected_account_id, p_received_at,
-                           jsonb_build_object('connectedAccountId', p_connected_account_id,
-                                              'toolkit', coalesce(p_toolkit, v_toolkit), 'triggers', v_triggers));
-  outcome := 'accepted';
-  queued := 'connection.expired';
-END;
+) LANGUAGE sql AS $$
+  SELECT e.outcome, e.installation, e.queued
+    FROM omb_ingest_account_expiry(p_event_id, p_connected_account_id, p_toolkit, p_received_at) e;
 $$;

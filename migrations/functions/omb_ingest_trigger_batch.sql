@@ -14,9 +14,11 @@
 --   alone, in the order of its installation's id and, within an installation, in batch order.
 -- Either way an installation's messages are appended in the order they came.
 --
--- p_messages: [{eventId, triggerId, userId, data, receivedAt, day, resetsAt, quotaEventId,
--- quotaStandard, quotaPaid}, …] (the arguments of omb_ingest_trigger_alone); one row comes back
--- per message, `ordinal` being its 1-based index.
+-- p_messages: [{eventId, triggerId, userId, payload, receivedAt, day, resetsAt, quotaEventId,
+-- quotaStandard, quotaPaid}, …] (the arguments of omb_ingest_trigger_alone); `payload` is the
+-- whole delivery as Composio signed it, and its `data` is what is filtered and stored: taken
+-- here from the delivery's own text, so every key and number is kept as sent (1e400, __proto__).
+-- One row comes back per message, `ordinal` being its 1-based index.
 CREATE OR REPLACE FUNCTION omb_ingest_trigger_batch(p_messages jsonb)
 RETURNS TABLE (
   ordinal integer,
@@ -54,9 +56,10 @@ BEGIN
 
   WITH msg AS (
     SELECT e.ordinality::integer AS ord, e.value->>'eventId' AS event_id,
-           (e.value->>'receivedAt')::timestamptz AS received_at, (e.value->>'day')::date AS day, e.value->'data' AS data,
+           (e.value->>'receivedAt')::timestamptz AS received_at, (e.value->>'day')::date AS day, e.value->'payload'->'data' AS data,
            tr.id AS trigger_id, tr.installation_id, tr.automation_id, tr.toolkit, tr.trigger_slug, tr.connected_account_id,
-           omb_trigger_message_refusal(i.composio_user_id, e.value->>'userId', tr.enabled, tr.toolkit, tr.filter, e.value->'data')
+           omb_trigger_message_refusal(i.composio_user_id, e.value->>'userId', tr.enabled, tr.toolkit, tr.filter,
+                                       e.value->'payload'->'data')
              AS refusal,
            least((e.value->>'quotaStandard')::integer, (e.value->>'quotaPaid')::integer) AS below_any_plan
       FROM jsonb_array_elements(p_messages) WITH ORDINALITY AS e
@@ -128,7 +131,7 @@ BEGIN
       m.v->>'eventId',
       m.v->>'triggerId',
       m.v->>'userId',
-      m.v->'data',
+      m.v->'payload'->'data',
       (m.v->>'receivedAt')::timestamptz,
       (m.v->>'day')::date,
       m.v->>'resetsAt',

@@ -45,7 +45,7 @@ export function createComposioGateway(options: ComposioGatewayOptions): Composio
     ...sessionCalls(core, client),
     ...accountCalls(core, sdk, client),
     ...triggerCalls(core, sdk, client),
-    ...webhookSubscriptionCalls(core, sdk),
+    ...webhookSubscriptionCalls(core, sdk, client),
     ...catalogCalls(core, client),
     ...mcpCalls(core, options.apiKey, createHostTrust(options.baseUrl)),
   };

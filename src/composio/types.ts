@@ -106,7 +106,12 @@ export interface TriggerQuery extends PageRequest {
 
 export interface WebhookSubscription {
   readonly id: string;
-  /** The signing secret, when Composio returned it. */
+  /** True when this call created the subscription; false when it updated the project's existing one. */
+  readonly created: boolean;
+  /**
+   * The signing secret, only from a create: Composio shows it in full only when it makes one
+   * (create, `rotate_secret`) and masks it in every other answer, which is never passed on.
+   */
   readonly secret?: string;
 }
 

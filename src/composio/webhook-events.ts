@@ -23,7 +23,8 @@ export type WebhookEvent =
       readonly id: string;
       readonly timestamp: string;
       readonly connectedAccountId: string;
-      readonly userId: string;
+      /** Deprecated by Composio and absent from its documented expiry: never used to route. */
+      readonly userId: string | null;
       readonly toolkit: string | null;
     }
   | { readonly type: 'other'; readonly id: string; readonly timestamp: string; readonly eventType: string };
@@ -43,10 +44,13 @@ const TriggerMessageMetadata = z.object({
   user_id: z.string().min(1),
 });
 
-/** `data` is the connected-account object as `GET /connected_accounts/{id}` returns it. */
+/**
+ * `data` is the connected-account object as `GET /connected_accounts/{id}` returns it. Its
+ * `user_id` is deprecated, and the expiry in Composio's docs has none: only the id is required.
+ */
 const ExpiredAccount = z.object({
   id: z.string().min(1),
-  user_id: z.string().min(1),
+  user_id: z.string().min(1).nullish().catch(undefined),
   toolkit: z.object({ slug: z.string() }).optional(),
 });
 
@@ -90,7 +94,7 @@ export function parseWebhookEvent(
         id,
         timestamp,
         connectedAccountId: account.data.id,
-        userId: account.data.user_id,
+        userId: account.data.user_id ?? null,
         toolkit: account.data.toolkit?.slug ?? null,
       },
     };

@@ -137,6 +137,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
       401: refusals.unauthorized,
       403: refusals.installationDisabled,
       409: refusal('The label is taken by a working account, or the app has five usable accounts.'),
+      415: refusals.notJson,
       422: refusal(
         'The app has no Composio-managed sign-in (`auth_config_required`); the owner can add their own Composio project key in Settings → API keys.',
       ),

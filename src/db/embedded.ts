@@ -5,7 +5,9 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import postgres from 'postgres';
 import { lockDataDir } from './data-dir-lock.js';
+import { ensureFolderPassword, PASSWORD_FILE, readFolderPassword } from './embedded-password.js';
 
 /**
  * A Postgres server in a data folder of our own, for a fresh clone with no `DATABASE_URL`.
@@ -13,6 +15,10 @@ import { lockDataDir } from './data-dir-lock.js';
  * one is refused with `DataDirInUseError` while the first runs. A server left running by a
  * process that was killed is stopped and started again rather than refused. A server that dies
  * under us is started again with a backoff; `onLost` is called if it cannot be.
+ *
+ * The folder (`DATA_DIR`) is its owner's alone (mode 0700; 0711 as root, so that Postgres's own
+ * user can reach `postgres/`), and so is the password Postgres is reached with, generated for the
+ * folder and kept in it (see embedded-password.ts).
  */
 export interface EmbeddedDatabase {
   readonly url: string;
@@ -20,7 +26,13 @@ export interface EmbeddedDatabase {
 }
 
 const USER = 'postgres';
-const PASSWORD = 'postgres';
+/**
+ * The password initdb is given. The library writes it to a temporary file any local user may
+ * read, so it is not the real one: the folder's own replaces it before the server first listens.
+ */
+const INITDB_PASSWORD = 'postgres';
+/** The database the broker and the CLI use unless told otherwise. */
+const DEFAULT_DATABASE = 'omb_broker';
 
 /**
  * Makes the data folder if needed and checks that this user may write in it, so a container
@@ -54,8 +66,7 @@ export async function startEmbeddedPostgres(options: {
   const databaseDir = path.resolve(options.dataDir, 'postgres');
   const log = options.logger.child({ component: 'embedded-postgres' });
   await writableDataDir(path.dirname(databaseDir));
-  // As root, Postgres runs as its own user, which must be able to reach the folder.
-  if (process.getuid?.() === 0) await chmod(path.dirname(databaseDir), 0o711);
+  await closeDataDir(path.dirname(databaseDir), log);
 
   // Before anything touches the server: a Postgres running here now belongs to a live process
   // (refused) or to a dead one (stopped below).
@@ -65,6 +76,19 @@ export async function startEmbeddedPostgres(options: {
   } catch (error) {
     lock.release();
     throw error;
+  }
+}
+
+/**
+ * The folder holds the database and its password: no one else may list it. As root, Postgres runs
+ * as its own user, which must still be able to pass through it to `postgres/`.
+ */
+async function closeDataDir(dir: string, log: Logger): Promise<void> {
+  try {
+    await chmod(dir, process.getuid?.() === 0 ? 0o711 : 0o700);
+  } catch (error) {
+    // A folder this user may write but does not own: the password file is closed all the same.
+    log.warn({ dataDir: dir, code: (error as NodeJS.ErrnoException).code }, 'could not close the data folder to other users');
   }
 }
 
@@ -84,7 +108,9 @@ async function startLocked(
     databaseDir,
     port,
     user: USER,
-    password: PASSWORD,
+    password: INITDB_PASSWORD,
+    // New folders only (initdb writes it into pg_hba.conf): the password never crosses the socket.
+    authMethod: 'scram-sha-256',
     persistent: true,
     // Only root needs a `postgres` user to run Postgres as; asked of anyone else (the image's
     // `node` user) the library tries to create that user and fails.
@@ -99,6 +125,13 @@ async function startLocked(
     log.info({ databaseDir }, 'initialising embedded Postgres');
     await server.initialise();
   }
+  const password = await ensureFolderPassword({
+    dataDir: path.dirname(databaseDir),
+    databaseDir,
+    user: USER,
+    runAs: () => (server as unknown as { getUidAndGid(): Promise<Record<string, unknown>> }).getUidAndGid(),
+    log,
+  });
   const startedAt = Date.now();
   try {
     await server.start();
@@ -107,14 +140,13 @@ async function startLocked(
       cause: error,
     });
   }
-  const database = options.database ?? 'omb_broker';
-  const admin = server.getPgClient('postgres', '127.0.0.1');
-  await admin.connect();
+  const database = options.database ?? DEFAULT_DATABASE;
+  const admin = postgres(serverUrl(password, port, 'postgres'), { max: 1, onnotice: () => {}, connect_timeout: 10 });
   try {
-    const exists = await admin.query('select 1 from pg_database where datname = $1', [database]);
-    if (exists.rowCount === 0) await admin.query(`create database "${database.replaceAll('"', '""')}"`);
+    const exists = await admin`select 1 from pg_database where datname = ${database}`;
+    if (exists.length === 0) await admin.unsafe(`create database "${database.replaceAll('"', '""')}"`);
   } finally {
-    await admin.end();
+    await admin.end({ timeout: 5 });
   }
   log.info({ port, databaseDir, ms: Date.now() - startedAt }, 'embedded Postgres started');
 
@@ -156,7 +188,7 @@ async function startLocked(
 
   let stopped: Promise<void> | undefined;
   return {
-    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+    url: serverUrl(password, port, database),
     stop() {
       stopping = true;
       cancelRestart.abort();
@@ -170,6 +202,38 @@ async function startLocked(
       return stopped;
     },
   };
+}
+
+function serverUrl(password: string, port: number, database: string): string {
+  return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+}
+
+/**
+ * The URL of the embedded Postgres running in `dataDir` now (under a broker, most likely), read
+ * from the folder itself: the port from Postgres's `postmaster.pid`, the password from the
+ * folder's file. Undefined when no server runs there. Whoever may read the folder may use it.
+ */
+export function runningEmbeddedUrl(dataDir: string, database: string = DEFAULT_DATABASE): string | undefined {
+  const folder = path.resolve(dataDir);
+  const pidFile = path.join(folder, 'postgres', 'postmaster.pid');
+  let lines: string[];
+  try {
+    lines = readFileSync(pidFile, 'utf8').split('\n');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  // postmaster.pid: the pid, the data folder, the start time, then the port.
+  const pid = Number.parseInt(lines[0] ?? '', 10);
+  const port = Number.parseInt(lines[3] ?? '', 10);
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid) || !Number.isInteger(port)) return undefined;
+  const password = readFolderPassword(folder);
+  if (password === undefined) {
+    throw new Error(
+      `the embedded Postgres in ${folder} is running but the folder holds no ${PASSWORD_FILE} (a broker from before passwords were per folder?); restart that broker, or set DATABASE_URL`,
+    );
+  }
+  return serverUrl(password, port, database);
 }
 
 /**

@@ -48,8 +48,9 @@ export const serviceSettings = pgTable('service_settings', {
 });
 
 /**
- * The signing secrets accepted on incoming webhooks besides `COMPOSIO_WEBHOOK_SECRET`, written
- * only by src/intake/webhook-secrets.ts. Stored in clear: the HMAC needs the secret itself.
+ * The signing secrets accepted on incoming webhooks: each broker's `COMPOSIO_WEBHOOK_SECRET`
+ * values (stored at its start) and those rotations added, written only by
+ * src/intake/webhook-secrets.ts. Stored in clear: the HMAC needs the secret itself.
  * A row without a secret is a rotation asked of Composio whose new secret is not known yet.
  * A row past `expires_at` is refused, even when the same secret is still in the environment.
  */

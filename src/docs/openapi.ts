@@ -138,13 +138,24 @@ function unavailableEverywhere(document: OpenAPIV3_1.Document): OpenAPIV3_1.Docu
   return { ...document, paths: paths as OpenAPIV3_1.PathsObject };
 }
 
+/**
+ * Where the reference says the API is, and so where `/docs`' "Try it out" sends requests: the
+ * broker's public address (`PUBLIC_URL`) when configured. Otherwise `/`, the origin the document
+ * was fetched from, which is right however the broker was reached (a fixed `127.0.0.1:8787` is
+ * not, behind a proxy or on another port); the repository's `openapi.yaml` is written so.
+ */
+function servers(publicUrl: string | undefined): OpenAPIV3_1.ServerObject[] {
+  if (publicUrl !== undefined) return [{ url: publicUrl, description: 'This broker (`PUBLIC_URL`).' }];
+  return [{ url: '/', description: 'The broker serving this document.' }];
+}
+
 /** Collects the routes' schemas into the reference and serves it (`/openapi.yaml`, `/docs`). */
-export async function apiDocs(app: FastifyInstance): Promise<void> {
+export async function apiDocs(app: FastifyInstance, options: { publicUrl?: string | undefined } = {}): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
       info: { title: 'OpenMausBot managed connection broker', version: '0.1.0', description: DESCRIPTION },
-      servers: [{ url: 'http://127.0.0.1:8787' }],
+      servers: servers(options.publicUrl),
       tags: TAGS,
       components: { securitySchemes: SECURITY_SCHEMES },
       paths: { '/docs': DOCS_PATH },

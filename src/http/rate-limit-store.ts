@@ -5,36 +5,66 @@ type Callback = Parameters<FastifyRateLimitStore['incr']>[1];
 
 const MAX_REMEMBERED = 100_000;
 
+/** What this process knows of one key: its hits on their way to Postgres, and the last count it answered. */
+interface KeyState {
+  inFlight: number;
+  /** The shared count as last answered, and the `performance.now()` instant its window ends. */
+  known: { current: number; until: number } | null;
+  /** Hits held back until an answer says where the window stands (see `incr`). */
+  held: Array<() => void>;
+}
+
 /**
  * `@fastify/rate-limit`'s store backed by the shared counters: every process counts in the same
  * Postgres rows, so a route's limit holds across replicas. Each route keeps its own counters
  * (as the plugin's in-memory store does), keyed `<METHOD> <route>|<key>`.
  *
- * A key found over its limit is refused by this process without asking Postgres again until its
- * window ends: within a fixed window the shared count only grows, so that answer is the one
- * Postgres would give, and a client hammering past its limit costs no more database work.
+ * A client hammering a key costs at most its limit in database work a window, however many
+ * requests it sends at once: within a fixed window the shared count only grows, so once the
+ * count this process last read plus its own hits still on their way reaches the limit, a
+ * further hit is over whatever Postgres would say, and is refused here. Before any answer has
+ * said where the window stands, at most `max` hits go to Postgres and the rest wait for the
+ * first answer. (A hit refused here is not counted in Postgres: the count stays the one the
+ * limit was reached at.)
  */
 export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimitStoreCtor {
   class SharedStore implements FastifyRateLimitStore {
-    /** Keys over their limit in this window, with the `performance.now()` instant it ends. */
-    private readonly over = new Map<string, { current: number; until: number }>();
+    private readonly keys = new Map<string, KeyState>();
 
     constructor(private readonly scope = '') {}
 
     incr(key: string, callback: Callback, timeWindow: number, max: number): void {
       const now = performance.now();
-      const known = this.over.get(key);
-      if (known && known.until > now) {
-        callback(null, { current: known.current, ttl: Math.ceil(known.until - now) });
+      const state = this.stateOf(key, now);
+      const known = state.known !== null && state.known.until > now ? state.known : null;
+      if (known && known.current + state.inFlight >= max) {
+        callback(null, { current: known.current + state.inFlight + 1, ttl: Math.ceil(known.until - now) });
         return;
       }
-      if (known) this.over.delete(key);
+      if (!known && state.inFlight >= max) {
+        state.held.push(() => this.incr(key, callback, timeWindow, max));
+        return;
+      }
+      state.inFlight++;
+      const settle = () => {
+        state.inFlight--;
+        const held = state.held.splice(0);
+        for (const retry of held) retry();
+      };
       counters.hit(`${this.scope}|${key}`, timeWindow).then(
         (count) => {
-          if (count.current > max) this.remember(key, count.current, performance.now() + count.ttl);
+          const until = performance.now() + count.ttl;
+          // Answers may arrive out of order: keep the highest count of the newest window.
+          if (!state.known || state.known.until < until - 1 || count.current > state.known.current) {
+            state.known = { current: count.current, until };
+          }
+          settle();
           callback(null, count);
         },
-        (error: unknown) => callback(error instanceof Error ? error : new Error(String(error))),
+        (error: unknown) => {
+          settle();
+          callback(error instanceof Error ? error : new Error(String(error)));
+        },
       );
     }
 
@@ -45,14 +75,18 @@ export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimit
       );
     }
 
-    private remember(key: string, current: number, until: number): void {
-      // Bounded: when many keys are over at once, forget the ended windows (or all of them).
-      if (this.over.size >= MAX_REMEMBERED) {
-        const now = performance.now();
-        for (const [k, v] of this.over) if (v.until <= now) this.over.delete(k);
-        if (this.over.size >= MAX_REMEMBERED) this.over.clear();
+    private stateOf(key: string, now: number): KeyState {
+      let state = this.keys.get(key);
+      if (state) return state;
+      // Bounded: when many keys are known at once, forget the idle ones whose window has ended
+      // (or every idle one). A forgotten key only costs its next hit a trip to Postgres.
+      if (this.keys.size >= MAX_REMEMBERED) {
+        for (const [k, s] of this.keys) if (s.inFlight === 0 && (s.known === null || s.known.until <= now)) this.keys.delete(k);
+        if (this.keys.size >= MAX_REMEMBERED) for (const [k, s] of this.keys) if (s.inFlight === 0) this.keys.delete(k);
       }
-      this.over.set(key, { current, until });
+      state = { inFlight: 0, known: null, held: [] };
+      this.keys.set(key, state);
+      return state;
     }
 
     // The plugin passes the route's merged limit settings, the route itself under `routeInfo`.

@@ -38,6 +38,8 @@ export const refusals = {
     'The service operator disabled this installation (`installation_disabled`). Keep the token and retry later: re-enabling restores everything it had.',
   ),
   tooLarge: refusal('The body is over the size limit.'),
+  /** A body that is not `application/json`: one answer for text, forms, multipart and the rest. */
+  notJson: refusal('A body that is not `application/json` (`unsupported_media_type`); an empty body is no body, whatever its type.'),
   composioFailed: refusal('Composio is down, slow or refused (`upstream_unavailable`, `upstream_rate_limited`); `error` is readable.'),
   installationRateLimited: refusal('More than the per-installation budget of connected-app requests (120 a minute by default).'),
   installationEventsRateLimited: refusal(

@@ -56,6 +56,7 @@ export async function planRoutes(server: FastifyInstance, deps: PlanRoutesDeps):
           403: refusal(
             'A genuine grant that cannot be used here (`grant_expired`, `grant_revoked`, `grant_foreign`, `grants_not_accepted`, not valid yet or for another plan), or the operator disabled this installation (`installation_disabled`).',
           ),
+          415: refusals.notJson,
           429: refusals.rateLimited,
         },
       },

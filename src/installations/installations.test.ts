@@ -180,6 +180,41 @@ describe('GET /v1/me', () => {
   });
 });
 
+describe('GET /v1/me under a flood', () => {
+  it('answers 30 check-ins a minute per token and 429 with retry-after beyond, to that token only', async () => {
+    const flooder = await register(t.app);
+    const other = await register(t.app);
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, () => t.app.inject({ method: 'GET', url: '/v1/me', headers: flooder.auth })),
+    );
+    const statuses = answers.map((a) => a.statusCode);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(30);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(70);
+    const refused = answers.find((a) => a.statusCode === 429)!;
+    expect(refused.json()).toEqual({ error: expect.any(String), code: 'rate_limited' });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(60);
+
+    expect((await t.app.inject({ method: 'GET', url: '/v1/me', headers: other.auth })).statusCode).toBe(200);
+  });
+
+  it('turns a flooding token away before looking it up: unknown and disabled tokens get 429 too', async () => {
+    const disabled = await register(t.app);
+    await t.database.sql`update installations set disabled_at = now() where id = ${disabled.installationId}`;
+    const unknown = { authorization: `Bearer ${randomBytes(32).toString('hex')}` };
+    for (const [auth, first] of [
+      [unknown, 401],
+      [disabled.auth, 403],
+    ] as const) {
+      const statuses = (
+        await Promise.all(Array.from({ length: 40 }, () => t.app.inject({ method: 'GET', url: '/v1/me', headers: auth })))
+      ).map((a) => a.statusCode);
+      expect(statuses.filter((s) => s === first)).toHaveLength(30);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(10);
+    }
+  });
+});
+
 describe('DELETE /v1/me', () => {
   it('removes the installation; its token then gets 401', async () => {
     const h = await startHarness();

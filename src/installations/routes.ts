@@ -10,6 +10,7 @@ import type { Quotas } from '../plans/plan.js';
 import { requireInstallation } from './guard.js';
 import { describeInstallation, type Installation, registerInstallation } from './installations.js';
 import { type RegistrationMode, registrationMode } from './registration.js';
+import { perTokenLimit } from './token-limit.js';
 
 export interface InstallationRoutesDeps {
   database: Database;
@@ -17,6 +18,8 @@ export interface InstallationRoutesDeps {
   quotas: Quotas;
   registrationMode: RegistrationMode;
   registrationsPerMinute: number;
+  /** `GET /v1/me` per installation token per minute, counted before the token is looked up. */
+  checkInsPerMinute: number;
   /** Checks a grant presented at registration (signature, claims, expiry) before anything is written. */
   verifyGrant: GrantVerifier;
   /** Called with the installation being removed, before its row goes (Composio clean-up). */
@@ -64,7 +67,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
           ),
           403: refusals.grantRefused,
           413: refusals.tooLarge,
-          415: refusal('The body is not JSON.'),
+          415: refusals.notJson,
           429: refusal('Too many registration attempts from this client.'),
           503: refusal('Registration is temporarily closed.'),
         },
@@ -104,9 +107,13 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
           200: json("The installation, its plan and today's quota.", Me),
           401: refusals.unauthorized,
           403: refusals.installationDisabled,
+          429: refusal(
+            'More check-ins with this token than `CHECK_INS_PER_MINUTE` (30 by default; the app checks in at each start): keep the token and retry after `retry-after`.',
+          ),
           503: refusal('The database is not reachable (`database_unavailable`): keep the token and retry after `retry-after`.'),
         },
       },
+      config: perTokenLimit(deps.checkInsPerMinute, 'too many check-ins with this token; retry after a minute'),
     },
     async (request) => describeInstallation(db, request.installation, deps.quotas, deps.clock.now()),
   );

@@ -121,7 +121,7 @@ export async function markEnabled(db: DbOrTransaction, installationId: string): 
 }
 
 /** Removes the installation's row; its triggers, events and counters go with it (cascade). */
-export async function deleteInstallation(db: Db, installationId: string): Promise<void> {
+export async function deleteInstallation(db: DbOrTransaction, installationId: string): Promise<void> {
   await db.delete(installations).where(eq(installations.id, installationId));
 }
 

@@ -9,8 +9,12 @@ export interface TriggerMessageInput {
   /** Composio's trigger id (`metadata.trigger_id`). */
   readonly triggerId: string;
   readonly userId: string;
-  /** The event's data as JSON text Postgres accepts. */
-  readonly dataJson: string;
+  /**
+   * The whole delivery as JSON text Postgres accepts (src/http/json-limits.ts `storableJsonText`):
+   * the database takes the event's `data` from it, so what is stored is what Composio sent, not a
+   * JavaScript value written out again (which turns `1e400` into `null`).
+   */
+  readonly payloadJson: string;
   /** ISO timestamp. */
   readonly receivedAt: string;
   /** The UTC day the quota counts it in, `YYYY-MM-DD`, and when that day resets (ISO timestamp). */
@@ -115,7 +119,7 @@ export class IngestBatcher {
   }
 }
 
-/** The batch as JSON, splicing each message's data in as it is (it is JSON text already). */
+/** The batch as JSON, splicing each message's payload in as it is (it is JSON text already). */
 function messagesJson(inputs: TriggerMessageInput[]): string {
   return `[${inputs
     .map(
@@ -123,7 +127,7 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
         `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
         `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
-        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"data":${m.dataJson}}`,
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":${m.payloadJson}}`,
     )
     .join(',')}]`;
 }

@@ -1,6 +1,6 @@
 import type { WebhookEvent } from '../composio/webhook-events.js';
 import type { Database } from '../db/database.js';
-import { storableText } from '../http/json-limits.js';
+import { storableJsonText, writtenOutLength } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
 import { quotaDay, quotaExceededEventId } from '../queue/broker-events.js';
 import type { QueuedEventType } from '../queue/queue.js';
@@ -25,15 +25,21 @@ export interface IngestResult {
   readonly queued: QueuedEventType | null;
 }
 
+/** One verified delivery: `event` is what the broker reads of it, `payloadJson` all of it, as JSON text. */
+export interface WebhookInput {
+  readonly eventId: string;
+  readonly event: WebhookEvent;
+  /** The delivery's text, valid JSON: a trigger message's `data` is stored from it, exactly as sent. */
+  readonly payloadJson: string;
+  readonly receivedAt: Date;
+}
+
 /**
  * Routes one verified Composio webhook to its installation's queue. `eventId` is the
  * `webhook-id`: a redelivery is stored once. Never calls Composio. Once an event has been
  * queued and committed, its installation's waiting polls are woken here: no caller can forget.
  */
-export async function ingestWebhookEvent(
-  deps: IngestDeps,
-  input: { eventId: string; event: WebhookEvent; receivedAt: Date },
-): Promise<IngestResult> {
+export async function ingestWebhookEvent(deps: IngestDeps, input: WebhookInput): Promise<IngestResult> {
   const result = await route(deps, input);
   if (result.queued && result.installationId) {
     deps.notifier.committed(result.installationId);
@@ -42,7 +48,7 @@ export async function ingestWebhookEvent(
   return result;
 }
 
-function route(deps: IngestDeps, input: { eventId: string; event: WebhookEvent; receivedAt: Date }): Promise<IngestResult> {
+function route(deps: IngestDeps, input: WebhookInput): Promise<IngestResult> {
   const { event } = input;
   switch (event.type) {
     case 'composio.trigger.message':
@@ -50,14 +56,13 @@ function route(deps: IngestDeps, input: { eventId: string; event: WebhookEvent; 
         eventId: input.eventId,
         composioTriggerId: event.triggerId,
         userId: event.userId,
-        data: event.data,
+        payloadJson: input.payloadJson,
         receivedAt: input.receivedAt,
       });
     case 'composio.connected_account.expired':
       return ingestAccountExpired(deps, {
         eventId: input.eventId,
         connectedAccountId: event.connectedAccountId,
-        userId: event.userId,
         toolkit: event.toolkit,
         receivedAt: input.receivedAt,
       });
@@ -74,54 +79,62 @@ function route(deps: IngestDeps, input: { eventId: string; event: WebhookEvent; 
  */
 async function ingestTriggerMessage(
   deps: IngestDeps,
-  message: { eventId: string; composioTriggerId: string; userId: string; data: Record<string, unknown>; receivedAt: Date },
+  message: { eventId: string; composioTriggerId: string; userId: string; payloadJson: string; receivedAt: Date },
 ): Promise<IngestResult> {
+  // As the app would read it back: a few bytes of exponents can print as megabytes of digits.
+  if (writtenOutLength(message.payloadJson) > STORED_PAYLOAD_LIMIT) return { outcome: 'unstorable', installationId: null, queued: null };
   const { day, resetsAt } = quotaDay(message.receivedAt);
-  const row = await deps.batcher.write({
-    eventId: message.eventId,
-    // jsonb refuses NUL; such ids match nothing and end as unknown triggers.
-    triggerId: message.composioTriggerId.replaceAll('\u0000', '\uFFFD'),
-    userId: message.userId.replaceAll('\u0000', '\uFFFD'),
-    dataJson: jsonForPostgres(message.data),
-    receivedAt: message.receivedAt.toISOString(),
-    day,
-    resetsAt: resetsAt.toISOString(),
-    quotaEventId: quotaExceededEventId(day),
-    quotaStandard: deps.quotas.standard,
-    quotaPaid: deps.quotas.paid,
-  });
-  return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
+  try {
+    const row = await deps.batcher.write({
+      eventId: message.eventId,
+      // jsonb refuses NUL; such ids match nothing and end as unknown triggers.
+      triggerId: message.composioTriggerId.replaceAll('\u0000', '\uFFFD'),
+      userId: message.userId.replaceAll('\u0000', '\uFFFD'),
+      payloadJson: storableJsonText(message.payloadJson),
+      receivedAt: message.receivedAt.toISOString(),
+      day,
+      resetsAt: resetsAt.toISOString(),
+      quotaEventId: quotaExceededEventId(day),
+      quotaStandard: deps.quotas.standard,
+      quotaPaid: deps.quotas.paid,
+    });
+    return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
+  } catch (error) {
+    // A number beyond what jsonb holds (numeric: 131072 digits before the point, 16383 after)
+    // cannot be kept as sent, and rounding it would hand the app another event than Composio's.
+    if ((error as { code?: unknown }).code === NUMERIC_OUT_OF_RANGE) return { outcome: 'unstorable', installationId: null, queued: null };
+    throw error;
+  }
 }
 
-/** An expired connected account: its triggers need a reconnect, and the installation is told once. */
+/** Postgres's `numeric_value_out_of_range`. */
+const NUMERIC_OUT_OF_RANGE = '22003';
+/** A payload with its numbers written out may be as large as a webhook body (src/intake/webhook-routes.ts), no larger. */
+const STORED_PAYLOAD_LIMIT = 1024 * 1024;
+
+/**
+ * An expired connected account: its triggers need a reconnect, and the installation that owns it
+ * is told once. The owner is the one the broker stored for the account id; the event's `user_id`
+ * (deprecated, often absent) is not even passed on, so it cannot choose whom the event reaches.
+ */
 async function ingestAccountExpired(
   deps: IngestDeps,
-  input: { eventId: string; connectedAccountId: string; userId: string; toolkit: string | null; receivedAt: Date },
+  input: { eventId: string; connectedAccountId: string; toolkit: string | null; receivedAt: Date },
 ): Promise<IngestResult> {
   const [row] = await deps.database.sql<{ outcome: WebhookOutcome; installation: string | null; queued: QueuedEventType | null }[]>`
-    select * from omb_ingest_account_expired(
-      ${input.eventId}::text, ${input.connectedAccountId}::text, ${input.userId}::text, ${input.toolkit}::text,
+    select * from omb_ingest_account_expiry(
+      ${input.eventId}::text, ${input.connectedAccountId}::text, ${input.toolkit}::text,
       ${input.receivedAt.toISOString()}::timestamptz)`;
-  if (!row) throw new Error('omb_ingest_account_expired returned no row');
+  if (!row) throw new Error('omb_ingest_account_expiry returned no row');
   return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
 }
 
 /**
- * JSON text Postgres accepts as `jsonb`, which refuses the NUL character and unpaired UTF-16
- * surrogates (an e-mail subject cut mid-emoji). A payload carrying one would otherwise fail on
- * every redelivery; each becomes U+FFFD instead. JSON.stringify writes both as `\u` escapes (a
- * paired surrogate is written as itself), so the text says whether there is anything to replace.
+ * A value the broker holds (a test event's sample payload) as JSON text Postgres accepts as
+ * `jsonb`, which refuses the NUL character and unpaired UTF-16 surrogates: JSON.stringify writes
+ * both as `\u` escapes, and each becomes U+FFFD. (A webhook's payload is stored from its own
+ * text instead, see ingestTriggerMessage.)
  */
 export function jsonForPostgres(value: unknown): string {
-  const text = JSON.stringify(value);
-  return /\\u(0000|d[89a-f])/i.test(text) ? JSON.stringify(storable(value)) : text;
-}
-
-function storable(value: unknown): unknown {
-  if (typeof value === 'string') return storableText(value);
-  if (Array.isArray(value)) return value.map(storable);
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [storableText(k), storable(v)]));
-  }
-  return value;
+  return storableJsonText(JSON.stringify(value));
 }

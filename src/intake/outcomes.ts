@@ -12,12 +12,14 @@ export const WEBHOOK_OUTCOMES = [
   'over_quota',
   /** The trigger's installation is not the Composio user the message names. */
   'user_mismatch',
-  /** An expired account whose user is no installation of ours. */
+  /** An expired account the broker stored for no installation (no trigger of ours is on it). */
   'unknown_account',
   /** A Composio event type or payload version the broker does not route. */
   'ignored',
-  /** Signed correctly but not JSON. */
+  /** Signed correctly but not JSON: not UTF-8, not parsable, or nested too deep. */
   'invalid',
+  /** Signed JSON whose `data` cannot be stored as sent (numbers beyond Postgres's numeric, or megabytes once written out): refused, not rounded. */
+  'unstorable',
   'bad_signature',
   /** Refused unread: too many bad signatures from this address. */
   'rate_limited',

@@ -4,7 +4,7 @@ import { parseWebhookEvent } from '../composio/webhook-events.js';
 import { verifyWebhookSignature } from '../composio/webhook-signature.js';
 import { AppError, badRequest, tooManyRequests } from '../errors.js';
 import { tooDeep } from '../http/json.js';
-import { excessiveNesting } from '../http/json-limits.js';
+import { excessiveNesting, utf8Text } from '../http/json-limits.js';
 import { BROKER_EVENT_ID_PREFIX } from '../queue/broker-events.js';
 import type { FailureLimiter } from './failure-limiter.js';
 import { type IngestDeps, ingestWebhookEvent } from './ingest.js';
@@ -77,13 +77,20 @@ export async function receiveWebhook(
   const eventId = delivery.id;
   if (eventId === undefined || !usableEventId(eventId)) throw badRequest('webhook-id is not a usable event id');
 
+  // JSON is UTF-8, and the signature covers the bytes: a body that is not UTF-8 is refused, never
+  // read with U+FFFD in place of what Composio sent.
+  const text = utf8Text(delivery.rawBody);
+  if (text === undefined) {
+    outcomes.count('invalid');
+    throw badRequest('body is not valid UTF-8', 'invalid_utf8');
+  }
   // Before parsing: storing the payload walks it recursively.
-  const nested = excessiveNesting(delivery.rawBody.toString('utf8'));
+  const nested = excessiveNesting(text);
   if (nested) {
     outcomes.count('invalid');
     throw tooDeep(nested.field === undefined ? 'body' : `body.${nested.field}`);
   }
-  const parsed = parseWebhookEvent(delivery.rawBody);
+  const parsed = parseWebhookEvent(text);
   if (!parsed.ok) {
     if (parsed.reason === 'invalid_json') {
       outcomes.count('invalid');
@@ -95,8 +102,16 @@ export async function receiveWebhook(
     return { outcome: 'ignored' };
   }
 
-  const result = await ingestWebhookEvent(deps.ingest, { eventId, event: parsed.event, receivedAt });
+  const result = await ingestWebhookEvent(deps.ingest, { eventId, event: parsed.event, payloadJson: text, receivedAt });
   outcomes.count(result.outcome);
+  if (result.outcome === 'unstorable') {
+    log.warn({ eventId }, 'webhook refused: its data cannot be stored as sent');
+    throw new AppError(
+      422,
+      'data_not_storable',
+      'data holds numbers that cannot be stored as sent: beyond 131072 digits before the decimal point or 16383 after, or over 1 MiB written out in full',
+    );
+  }
   const line = { eventId, outcome: result.outcome, installationId: result.installationId ?? undefined };
   if (result.outcome === 'user_mismatch') log.warn(line, 'webhook not queued: the Composio user does not own the trigger');
   else if (parsed.event.type === 'other') log.debug({ ...line, type: parsed.event.eventType }, 'webhook ignored');

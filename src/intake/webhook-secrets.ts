@@ -9,6 +9,9 @@ import { webhookSecrets } from '../db/schema.js';
  *
  * Accepted: every `COMPOSIO_WEBHOOK_SECRET` value, and every stored secret that has not expired;
  * a stored secret past its `expires_at` is refused, even when it is still in the environment.
+ * Each broker stores its own `COMPOSIO_WEBHOOK_SECRET` values at start (`WebhookSecretBook.start`),
+ * so a rotation, run wherever, ends them with the rest by what is stored alone: it never takes a
+ * secret from the environment of the process that runs it, which may hold anything.
  * Secrets are stored in clear, since the HMAC needs the secret itself; they are never logged.
  */
 
@@ -62,8 +65,14 @@ export class WebhookSecretBook {
     private readonly log: { warn(details: object, message: string): void },
   ) {}
 
-  /** Reads the table once, then keeps it fresh. */
+  /** Stores this broker's environment secrets (see `storeEnvironmentSecrets`), reads the table once, then keeps it fresh. */
   async start(): Promise<void> {
+    try {
+      await storeEnvironmentSecrets(this.db, this.environment);
+    } catch (err) {
+      // The values still count in this process; only a rotation could not end them.
+      this.log.warn({ err }, 'could not store the configured webhook secrets; a rotation will not end them');
+    }
     await this.reload();
     this.timer = setInterval(() => void this.reload().catch(() => undefined), REFRESH_INTERVAL_MS);
     this.timer.unref();
@@ -158,11 +167,23 @@ export class WebhookSecretBook {
   }
 }
 
+/**
+ * Records a broker's `COMPOSIO_WEBHOOK_SECRET` values as accepted, until the next rotation: the
+ * secrets a broker accepts are then all in the table, where a rotation gives them an end. A value
+ * already stored keeps its row, so one that a rotation expired stays refused although still
+ * configured. Only a serving broker calls this, with the values it accepts anyway.
+ */
+export async function storeEnvironmentSecrets(db: Db, secrets: readonly string[]): Promise<void> {
+  if (secrets.length === 0) return;
+  await db
+    .insert(webhookSecrets)
+    .values(secrets.map((secret) => ({ secret, expiresAt: null })))
+    .onConflictDoNothing({ target: webhookSecrets.secret });
+}
+
 export interface RotationDeps {
   readonly db: Db;
   readonly composio: Pick<ComposioGateway, 'setWebhookSubscription' | 'rotateWebhookSecret'>;
-  /** `COMPOSIO_WEBHOOK_SECRET` as the brokers have it: those values expire with the rest. */
-  readonly environmentSecrets: readonly string[];
 }
 
 export interface RotationRequest {
@@ -192,8 +213,9 @@ const PENDING_FOR_MS = 60_000;
  *    asked: Composio makes the new secret, so it cannot be stored sooner, and a delivery signed
  *    with it that arrives before step 3 is held until it can be checked instead of refused;
  * 2. Composio rotates the subscription's secret;
- * 3. the new secret is stored as accepted, and every secret accepted until now (stored or in
- *    the environment) expires `keepOldForMs` later, by itself.
+ * 3. the new secret is stored as accepted, and every stored secret accepted until now (the
+ *    brokers' environment values among them, stored at their start) expires `keepOldForMs`
+ *    later, by itself. Nothing else is added: the secret Composio answered is the only new one.
  *
  * If Composio refuses, the marker is removed and nothing changed. Who rotated is not known
  * here: the operators' action that calls this (`rotateSecret`) records the rotation once it
@@ -224,14 +246,7 @@ export async function rotateWebhookSecret(deps: RotationDeps, request: RotationR
 
   const oldExpireAt = new Date(now.getTime() + request.keepOldForMs);
   await db.transaction(async (tx) => {
-    // The environment's secrets get rows of their own, so that they expire too.
-    for (const old of deps.environmentSecrets) {
-      await tx
-        .insert(webhookSecrets)
-        .values({ secret: old, expiresAt: oldExpireAt })
-        .onConflictDoNothing({ target: webhookSecrets.secret });
-    }
-    // Every other accepted secret expires at the end of the overlap, unless it expires sooner.
+    // Every accepted secret expires at the end of the overlap, unless it expires sooner.
     await tx
       .update(webhookSecrets)
       .set({ expiresAt: oldExpireAt })

@@ -82,7 +82,7 @@ export async function switchRegistration(
   return { mode };
 }
 
-/** What a rotation needs besides the database: Composio, the environment's secrets, the URL and the overlap. */
+/** What a rotation needs besides the database: Composio, the URL and the overlap (never a secret of the caller's). */
 export type SecretRotation = Omit<RotationDeps, 'db'> & Omit<RotationRequest, 'now'>;
 
 /**
@@ -99,7 +99,7 @@ export async function rotateSecret(
 ): Promise<Rotation> {
   const { database, clock } = ctx;
   const rotated = await rotateWebhookSecret(
-    { db: database.db, composio: rotation.composio, environmentSecrets: rotation.environmentSecrets },
+    { db: database.db, composio: rotation.composio },
     { webhookUrl: rotation.webhookUrl, keepOldForMs: rotation.keepOldForMs, now: clock.now() },
   );
   await recordAudit(

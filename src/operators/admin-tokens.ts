@@ -11,8 +11,8 @@ export const MAX_ADMIN_TOKEN_SECONDS = 15 * 60;
 /** The operator an admin token names (`sub`), for the logs. */
 export interface Operator {
   readonly subject: string;
-  /** The token's `jti` when it has one (the CLI's tokens do), for the audit trail. */
-  readonly tokenId: string | null;
+  /** The token's `jti` (every admin token has one), for the audit trail. */
+  readonly tokenId: string;
 }
 
 const refused = (message: string) => new AppError(401, 'operator_unauthorized', message);
@@ -37,7 +37,7 @@ export async function authenticateOperator(
   if (exp - iat > MAX_ADMIN_TOKEN_SECONDS) {
     throw refused(`the operator token lives longer than ${MAX_ADMIN_TOKEN_SECONDS / 60} minutes; mint a shorter one`);
   }
-  return { subject: sub, tokenId: typeof jti === 'string' && jti.length > 0 && jti.length <= 256 ? jti : null };
+  return { subject: sub, tokenId: jti };
 }
 
 function describe(problem: OperatorTokenProblem): string {
@@ -53,6 +53,11 @@ function describe(problem: OperatorTokenProblem): string {
     case 'unknown_key':
     case 'no_key_id':
       return 'the operator token is signed with a key this broker does not know';
+    // The claim is named: a token the CLI did not make (or an old one) says what to fix.
+    case 'missing_claim':
+      return `invalid operator token: it lacks its "${problem.claim}" claim`;
+    case 'invalid_claim':
+      return `invalid operator token: its "${problem.claim}" claim is invalid`;
     default:
       return 'invalid operator token';
   }

@@ -249,6 +249,7 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
     response: {
       200: json('The new mode.', RegistrationModeBody),
       400: refusals.badRequest,
+      415: refusals.notJson,
       ...adminRefusals,
     },
   };

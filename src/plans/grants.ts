@@ -26,7 +26,7 @@ export function createGrantVerifier(keys: OperatorPublicKeys | null, issuer: str
     const result = await verifyOperatorToken(keys, token, {
       audience: GRANT_AUDIENCE,
       issuer,
-      requiredClaims: ['jti', 'plan'],
+      requiredClaims: ['plan'],
       now,
     });
     if (!result.ok) throw refusal(result.problem);
@@ -35,7 +35,7 @@ export function createGrantVerifier(keys: OperatorPublicKeys | null, issuer: str
       throw forbidden('the grant is for a plan this service does not offer', 'grant_unsupported_plan');
     }
     return {
-      jti: claims.jti as string,
+      jti: claims.jti,
       subject: claims.sub,
       plan: 'paid',
       issuedAt: new Date(claims.iat * 1000),

@@ -18,6 +18,8 @@ export type WakeReason =
   | 'closing'
   /** An operator disabled the installation. */
   | 'disabled'
+  /** The installation was removed (`DELETE /v1/me`): its token no longer works. */
+  | 'removed'
   /** The installation started more polls than it may hold: the oldest waiting one is answered now. */
   | 'superseded';
 
@@ -114,6 +116,11 @@ export class EventHub {
   /** The installation was disabled: its polls end at once. */
   disable(installationId: string): void {
     this.settleAll(installationId, 'disabled');
+  }
+
+  /** The installation was removed: its polls end at once. */
+  remove(installationId: string): void {
+    this.settleAll(installationId, 'removed');
   }
 
   /** Shutdown: every waiting poll is answered now, and new ones do not wait. */

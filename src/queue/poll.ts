@@ -157,8 +157,8 @@ class LongPoll implements Sleeper, HeldPoll {
     const woken = this.woken;
     this.state = 'idle';
     this.woken = undefined;
-    // A wake that needs no read (shutdown, disabled, superseded) is answered as it would be.
-    if (woken === 'closing' || woken === 'disabled' || woken === 'superseded') {
+    // A wake that needs no read (shutdown, disabled, removed, superseded) is answered as it would be.
+    if (woken === 'closing' || woken === 'disabled' || woken === 'removed' || woken === 'superseded') {
       this.decide(woken);
       return;
     }
@@ -208,6 +208,10 @@ class LongPoll implements Sleeper, HeldPoll {
         break;
       case 'disabled':
         this.fail(installationDisabled());
+        break;
+      case 'removed':
+        // What a read would find: the token is unknown now. The client registers anew on `401`.
+        this.fail(unauthorized());
         break;
     }
   }

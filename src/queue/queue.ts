@@ -14,7 +14,11 @@ export interface QueuedEvent {
   readonly triggerSlug: string | null;
   readonly connectedAccountId: string | null;
   readonly receivedAt: string;
-  readonly data: unknown;
+  /**
+   * The event's data as JSON text, as Postgres prints it: handed to the app as it is, never parsed
+   * here, where a number beyond a double (`1e400`, a 30-digit id) would be rounded or become null.
+   */
+  readonly dataJson: string;
   /** Present (true) on `trigger.test` events only: sent by `POST /v1/triggers/{id}/test`, not by the app. */
   readonly test?: true;
 }
@@ -40,7 +44,7 @@ interface SliceRow {
   trigger_slug: string | null;
   connected_account_id: string | null;
   received_at: string | null;
-  data: unknown;
+  data: string | null;
 }
 
 /**
@@ -82,8 +86,11 @@ async function readSlice(
   options: { after: number | null; limit: number },
   recentDaysOnly: boolean,
 ): Promise<{ slice: QueueSlice; whole: boolean } | null> {
+  // `data` as text: the answer carries it as Postgres wrote it (see QueuedEvent.dataJson).
   const rows = await sql<SliceRow[]>`
-    select * from omb_read_queue(${installationId}::uuid, ${options.after}::bigint, ${options.limit}::int, ${recentDaysOnly}::boolean)`;
+    select after, last, "position", id, type, trigger_id, automation_id, toolkit, trigger_slug, connected_account_id, received_at,
+           data::text as data
+      from omb_read_queue(${installationId}::uuid, ${options.after}::bigint, ${options.limit}::int, ${recentDaysOnly}::boolean)`;
   const first = rows[0];
   if (!first) return null;
   const after = Number(first.after);
@@ -105,7 +112,7 @@ async function readSlice(
       triggerSlug: row.trigger_slug,
       connectedAccountId: row.connected_account_id,
       receivedAt: new Date(row.received_at!).toISOString(),
-      data: row.data,
+      dataJson: row.data!,
       ...(row.type === 'trigger.test' ? { test: true as const } : {}),
     });
   }

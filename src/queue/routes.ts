@@ -8,8 +8,8 @@ import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
-import { pollEvents } from './poll.js';
-import { acknowledge } from './queue.js';
+import { type PollAnswer, pollEvents } from './poll.js';
+import { acknowledge, type QueuedEvent } from './queue.js';
 import type { QueueRuntime } from './runtime.js';
 
 export interface EventRoutesDeps {
@@ -93,7 +93,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     tags: ['events'],
     summary: "Long-poll the installation's events",
     description:
-      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits.\n\n' +
+      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits, and with `401` when it is removed (`DELETE /v1/me`).\n\n' +
       'An installation may hold 4 waiting polls (`POLLS_PER_INSTALLATION`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation (`EVENT_REQUESTS_PER_MINUTE`, `429` beyond).',
     security: installationToken,
     querystring: PollQuery,
@@ -131,7 +131,8 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
         if (error || !result) return void (reply as FastifyReply).send(error);
         if (result.shuttingDown) void reply.header('connection', 'close');
         if (result.answer.events.length > 0) deps.onDelivered?.(result.answer.events.length);
-        void reply.send(result.answer);
+        // Sent as the JSON text it already is, past the schema's serialiser (see pollAnswerJson).
+        void (reply as FastifyReply).type('application/json; charset=utf-8').send(pollAnswerJson(result.answer));
       },
     );
     // The response's `close` comes before the answer when the client hangs up: stop waiting then.
@@ -153,6 +154,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
       400: refusal('A missing or bad cursor (`invalid_cursor`).'),
       401: refusals.unauthorized,
       403: refusals.installationDisabled,
+      415: refusals.notJson,
       429: refusals.installationEventsRateLimited,
     },
   };
@@ -162,4 +164,30 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     if (!(await acknowledge(sql, installationId, decodeCursor(installationId, cursor)))) throw unauthorized();
     return reply.code(204).send();
   });
+}
+
+/**
+ * A poll's answer as JSON text, in the shape `EventBatch` declares. Each event's `data` is spliced
+ * in as Postgres printed it, so the app receives what Composio sent: JSON.parse and JSON.stringify
+ * would turn `1e400` into `null` and round a 30-digit number. Every other field is written by
+ * JSON.stringify, named one by one, so nothing undeclared leaves.
+ */
+export function pollAnswerJson(answer: PollAnswer): string {
+  const events = answer.events.map(eventJson).join(',');
+  return `{"events":[${events}],"cursor":${JSON.stringify(answer.cursor)}${answer.gap ? ',"gap":true' : ''}}`;
+}
+
+function eventJson(event: QueuedEvent): string {
+  const fields = JSON.stringify({
+    id: event.id,
+    type: event.type,
+    triggerId: event.triggerId,
+    automationId: event.automationId,
+    toolkit: event.toolkit,
+    triggerSlug: event.triggerSlug,
+    connectedAccountId: event.connectedAccountId,
+    receivedAt: event.receivedAt,
+    ...(event.test ? { test: true } : {}),
+  });
+  return `${fields.slice(0, -1)},"data":${event.dataJson}}`;
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import postgres from 'postgres';
 import { type Database, reconnectBackoff } from '../db/database.js';
+import { INSTALLATION_REMOVED_CHANNEL } from '../installations/deletion.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../installations/disable.js';
 import { EventHub } from './hub.js';
 import { NotificationListener } from './listener.js';
@@ -74,6 +75,7 @@ export function createQueueRuntime(options: {
 export function listenForQueue(listener: NotificationListener, hub: EventHub, log: Logger): void {
   listener.on(EVENTS_CHANNEL, (installationId) => hub.wake(installationId));
   listener.on(INSTALLATION_DISABLED_CHANNEL, (installationId) => hub.disable(installationId));
+  listener.on(INSTALLATION_REMOVED_CHANNEL, (installationId) => hub.remove(installationId));
   listener.onReconnect((reason) => {
     log.info({ waiting: hub.size }, `${reason}; waking every waiting poll to re-read`);
     hub.wakeAll();

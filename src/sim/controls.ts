@@ -5,7 +5,7 @@ import { expireAccount, fireTrigger } from './events.js';
 import type { FaultSpec, RecordedRequest } from './faults.js';
 import { answerConsent } from './sessions.js';
 import type { AccountStatus } from './store.js';
-import type { DeliveryResult } from './webhooks.js';
+import { type DeliveryResult, getSubscription } from './webhooks.js';
 import { accountWire, authConfigWire, type SessionConfigWire, triggerInstanceWire } from './wire.js';
 
 /**
@@ -59,6 +59,11 @@ export interface SimulatorControls {
   requests(): readonly RecordedRequest[];
   clearRequests(): void;
   state(): SimStateDump;
+  /**
+   * The subscription's signing secret in full, as the simulator signs with it. The API shows it
+   * only on create and rotate; the sandbox, which is the simulator, reads its own after a restart.
+   */
+  webhookSecret(subscriptionId: string): string;
 }
 
 export function createControls(ctx: SimContext): SimulatorControls {
@@ -98,6 +103,7 @@ export function createControls(ctx: SimContext): SimulatorControls {
       }
       ctx.mcpStreaming = { chunks: spec.chunks, intervalMs: spec.intervalMs, remaining: spec.times ?? null, breakAfter };
     },
+    webhookSecret: (id) => getSubscription(store, id).secret,
     requests: () => ctx.requests.list(),
     clearRequests: () => ctx.requests.clear(),
     state: () => ({

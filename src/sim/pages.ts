@@ -87,9 +87,9 @@ ${
 }
 
 <h2>Project key</h2>
-<p>The key this simulator accepts, as Composio's dashboard shows a project's. With it the operator CLI's <code>webhook</code> commands (<code>subscribe</code>, <code>rotate-secret</code>) can be rehearsed against the sandbox. <code>COMPOSIO_WEBHOOK_SECRET</code> only has to be set for them. <code>rotate-secret</code> also needs the broker's database (<code>DATABASE_URL</code>; with the embedded Postgres, <code>postgres://postgres:postgres@127.0.0.1:&lt;port&gt;/omb_broker</code>, its port in the broker's log line "embedded Postgres started"): running brokers take up the new secret at once, with no restart.</p>
+<p>The key this simulator accepts, as Composio's dashboard shows a project's. With it the operator CLI's <code>webhook</code> commands (<code>subscribe</code>, <code>rotate-secret</code>) can be rehearsed against the sandbox; neither needs <code>COMPOSIO_WEBHOOK_SECRET</code>. As Composio does, this simulator shows the subscription's secret in full only on create and rotate (masked elsewhere), so a <code>subscribe</code> that finds the subscription there rotates it for a new secret. <code>rotate-secret</code>, and so that <code>subscribe</code>, also need the broker's database: <code>DATABASE_URL</code>, or on the embedded Postgres the broker's <code>DATA_DIR</code> (nothing to set when run from the broker's folder), through which the CLI reaches the running broker's database itself (docs/operators.md, "Which database the CLI uses"). Running brokers take up the new secret at once, with no restart.</p>
 <pre id="cli">COMPOSIO_API_KEY=${ctx.store.apiKey} COMPOSIO_BASE_URL=${ctx.store.origin} \\
-PUBLIC_URL=${brokerUrl ?? '<broker URL>'} COMPOSIO_WEBHOOK_SECRET=rehearsal \\
+PUBLIC_URL=${brokerUrl ?? '<broker URL>'} \\
   npm run cli -- webhook subscribe</pre>
 
 <h2>Webhook subscription</h2>

@@ -70,12 +70,15 @@ export async function startSandbox(options: {
       logger: options.logger,
     });
     const subscription = await gateway.setWebhookSubscription(options.brokerWebhookUrl);
-    if (!subscription.secret) throw new Error('the Composio simulator answered without a webhook signing secret');
+    // A kept world already has its subscription, whose secret the API answers only masked (as
+    // Composio's does): the sandbox is the simulator, so it reads the secret it signs with.
+    const webhookSecret = subscription.secret ?? (subscription.created ? undefined : simulator.controls.webhookSecret(subscription.id));
+    if (!webhookSecret) throw new Error('the Composio simulator answered without a webhook signing secret');
     const rule = '='.repeat(78);
     return {
       apiKey,
       baseUrl: simulator.origin,
-      webhookSecret: subscription.secret,
+      webhookSecret,
       simulator,
       restored: kept !== null,
       bannerLines: [

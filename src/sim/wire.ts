@@ -161,16 +161,26 @@ export function triggerInstanceWire(store: SimStore, trigger: TriggerRecord) {
   };
 }
 
-export function subscriptionWire(subscription: SubscriptionRecord) {
+/**
+ * A subscription as Composio answers it. Composio's docs say the signing secret is shown in full
+ * only by create and `rotate_secret`; every other answer (list, get, update) masks it, so the
+ * simulator does too: a client that takes a masked value for the secret fails here as it would there.
+ */
+export function subscriptionWire(subscription: SubscriptionRecord, options: { fullSecret?: boolean } = {}) {
   return {
     id: subscription.id,
     webhook_url: subscription.webhookUrl,
     version: subscription.version,
     enabled_events: subscription.enabledEvents,
-    secret: subscription.secret,
+    secret: options.fullSecret ? subscription.secret : maskedSecret(subscription.secret),
     created_at: subscription.createdAt,
     updated_at: subscription.updatedAt,
   };
+}
+
+/** A secret as Composio shows it outside create and rotate: a fixed prefix and its last four characters. */
+export function maskedSecret(secret: string): string {
+  return `whsec_****${secret.slice(-4)}`;
 }
 
 /** One item of the toolkit catalog (`GET /api/v3/toolkits`). */

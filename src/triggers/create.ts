@@ -10,14 +10,14 @@ import {
 } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
-import { composioTriggerConfig } from './composio-config.js';
+import { checkedComposioTriggerConfig } from './composio-config.js';
 import type { CreateTriggerInput } from './input.js';
 import {
   accountLabel,
   countAccountTriggers,
   findTriggerByAutomation,
   findTriggerByComposioId,
-  insertTrigger,
+  insertTriggerWithinCap,
   selectTriggerViews,
   violatedUniqueConstraint,
 } from './store.js';
@@ -65,8 +65,9 @@ export async function createTrigger(
   const { db, composio } = deps;
   const existing = await findTriggerByAutomation(db, owner.id, input.automationId);
   if (existing) return repeatOf(deps, owner, existing, input, day);
-  // Before Composio is asked anything. Two creates racing may both pass: the cap is a bound on
-  // what one client can pile up, not an exact count.
+  // Before Composio is asked anything. Creates racing may all pass here: the insert decides,
+  // counting again under the account's lock, and whoever finds the account full gives back what
+  // it made on Composio.
   await refuseFullAccount(db, owner.id, input.connectedAccountId);
 
   // Both lookups only read; the account's answer decides first, so a foreign account is a 404
@@ -74,12 +75,15 @@ export async function createTrigger(
   const [account, type] = await Promise.allSettled([ownedAccount(composio, owner, input), triggerTypeFor(deps, input)]);
   if (account.status === 'rejected') throw account.reason;
   if (type.status === 'rejected') throw type.reason;
+  // Held against the type's config schema: what Composio would refuse (or accept wrongly) is a
+  // 400 naming the field, and Composio is not asked.
+  const config = checkedComposioTriggerConfig(type.value, input);
 
   const { triggerId } = await composio.upsertTrigger({
     userId: owner.composioUserId,
     slug: input.triggerSlug,
     connectedAccountId: account.value.id,
-    config: composioTriggerConfig(type.value, input),
+    config,
   });
   // Composio's upsert answers an existing trigger with the same account and configuration (and
   // re-enables it): a concurrent identical request, or another automation watching the same thing.
@@ -94,26 +98,31 @@ export async function createTrigger(
     }
   }
 
-  let row: TriggerRow;
+  let row: TriggerRow | 'full';
   try {
-    row = await insertTrigger(db, {
-      id: randomUUID(),
-      installationId: owner.id,
-      automationId: input.automationId,
-      toolkit: input.toolkit,
-      triggerSlug: input.triggerSlug,
-      connectedAccountId: account.value.id,
-      accountAlias: accountLabel(account.value.alias),
-      composioTriggerId: triggerId,
-      filter: input.filter,
-      config: input.config,
-      enabled: input.enabled,
-    });
+    row = await insertTriggerWithinCap(
+      db,
+      {
+        id: randomUUID(),
+        installationId: owner.id,
+        automationId: input.automationId,
+        toolkit: input.toolkit,
+        triggerSlug: input.triggerSlug,
+        connectedAccountId: account.value.id,
+        accountAlias: accountLabel(account.value.alias),
+        composioTriggerId: triggerId,
+        filter: input.filter,
+        config: input.config,
+        enabled: input.enabled,
+      },
+      MAX_TRIGGERS_PER_ACCOUNT,
+    );
   } catch (error) {
     if (violatedUniqueConstraint(error) !== null) return settleWithHolder(deps, owner, input, triggerId, input.enabled, day);
     await discardComposioTrigger(deps, triggerId);
     throw error;
   }
+  if (row === 'full') return settleFullAccount(deps, owner, input, triggerId, day);
   deps.log.info(
     { installationId: owner.id, triggerId: row.id, composioTriggerId: triggerId, triggerSlug: row.triggerSlug },
     'trigger created',
@@ -159,12 +168,8 @@ async function settleWithHolder(
   composioEnabled: boolean,
   day: string,
 ): Promise<CreateTriggerResult> {
-  const { db, composio } = deps;
-  const holder = await findTriggerByComposioId(db, triggerId);
-  if (!holder) await discardComposioTrigger(deps, triggerId);
-  else if (holder.enabled !== composioEnabled) await composio.setTriggerEnabled(triggerId, holder.enabled);
-
-  const winner = await findTriggerByAutomation(db, owner.id, input.automationId);
+  const holder = await giveBackComposioTrigger(deps, triggerId, composioEnabled);
+  const winner = await findTriggerByAutomation(deps.db, owner.id, input.automationId);
   if (winner) return repeatOf(deps, owner, winner, input, day);
   if (!holder) {
     // The row this request collided with was deleted meanwhile: a retry starts clean.
@@ -178,15 +183,49 @@ async function settleWithHolder(
   );
 }
 
+/**
+ * The account filled up while this request was at Composio (creates raced). Its Composio trigger
+ * goes back the way `settleWithHolder` puts it back; a twin of this very request that took the
+ * automation meanwhile makes this one a repeat, else the answer is `too_many_triggers`.
+ */
+async function settleFullAccount(
+  deps: TriggerDeps,
+  owner: TriggerOwner,
+  input: CreateTriggerInput,
+  triggerId: string,
+  day: string,
+): Promise<CreateTriggerResult> {
+  await giveBackComposioTrigger(deps, triggerId, input.enabled);
+  const winner = await findTriggerByAutomation(deps.db, owner.id, input.automationId);
+  if (winner) return repeatOf(deps, owner, winner, input, day);
+  throw fullAccount(input.connectedAccountId);
+}
+
+/**
+ * A Composio trigger this request got but will not store: deleted when no row holds it, else put
+ * back on or off as its holder wants (`composioEnabled` is how this request left it). Answers
+ * the holder, if there is one.
+ */
+async function giveBackComposioTrigger(deps: TriggerDeps, triggerId: string, composioEnabled: boolean): Promise<TriggerRow | undefined> {
+  const holder = await findTriggerByComposioId(deps.db, triggerId);
+  if (!holder) await discardComposioTrigger(deps, triggerId);
+  else if (holder.enabled !== composioEnabled) await deps.composio.setTriggerEnabled(triggerId, holder.enabled);
+  return holder;
+}
+
 /** `409 too_many_triggers` when the account already carries the most triggers one may have. */
 export async function refuseFullAccount(db: Db, installationId: string, connectedAccountId: string): Promise<void> {
   if ((await countAccountTriggers(db, installationId, connectedAccountId)) >= MAX_TRIGGERS_PER_ACCOUNT) {
-    throw conflict(
-      `connected account ${connectedAccountId} already has ${MAX_TRIGGERS_PER_ACCOUNT} triggers, the most one account may have; delete one first`,
-      'too_many_triggers',
-    );
+    throw fullAccount(connectedAccountId);
   }
 }
+
+/** The one refusal of a full account, early or at the insert, for a create or a move. */
+export const fullAccount = (connectedAccountId: string) =>
+  conflict(
+    `connected account ${connectedAccountId} already has ${MAX_TRIGGERS_PER_ACCOUNT} triggers, the most one account may have; delete one first`,
+    'too_many_triggers',
+  );
 
 /**
  * The connected account, if it is this installation's, of the trigger's app and `ACTIVE` (create,

@@ -2,10 +2,10 @@ import type { ConnectedAccount } from '../composio/index.js';
 import { isComposioNotFound } from '../composio/index.js';
 import { conflict } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
-import { ownedAccount, refuseFullAccount, type TriggerDeps, type TriggerOwner } from './create.js';
+import { fullAccount, MAX_TRIGGERS_PER_ACCOUNT, ownedAccount, refuseFullAccount, type TriggerDeps, type TriggerOwner } from './create.js';
 import { triggerNotFound } from './errors.js';
 import { getTrigger } from './list.js';
-import { accountLabel, findTrigger, findTriggerByComposioId, moveTriggerRow } from './store.js';
+import { accountLabel, findTrigger, findTriggerByComposioId, moveTriggerRow, moveTriggerRowWithinCap } from './store.js';
 import type { TriggerRow, TriggerView } from './view.js';
 
 /**
@@ -22,16 +22,24 @@ export type MoveOutcome =
   /** Another automation already holds this very trigger on that account. */
   | { readonly moved: false; readonly reason: 'duplicate' }
   /** The row changed (or was deleted) meanwhile; nothing was kept. */
-  | { readonly moved: false; readonly reason: 'changed' };
+  | { readonly moved: false; readonly reason: 'changed' }
+  /** The account already carries the most triggers asked for (`maxOnAccount`); nothing was kept. */
+  | { readonly moved: false; readonly reason: 'full' };
 
 /** A move needs no trigger-type cache: it is rare, and reads the one type it needs. */
 type MoveDeps = Pick<TriggerDeps, 'db' | 'composio' | 'log'>;
 
+/**
+ * `maxOnAccount`: the most triggers the account may carry once this one is on it, counted under
+ * the account's lock as the row moves (an explicit move; the reconnect job brings back what the
+ * account had, uncapped).
+ */
 export async function moveTriggerToAccount(
   deps: MoveDeps,
   owner: TriggerOwner,
   row: TriggerRow,
   account: Pick<ConnectedAccount, 'id' | 'alias'>,
+  maxOnAccount?: number,
 ): Promise<MoveOutcome> {
   const { db, composio } = deps;
   const type = await composio.getTriggerType(row.triggerSlug);
@@ -55,14 +63,11 @@ export async function moveTriggerToAccount(
   // Upsert leaves the trigger enabled; a paused trigger stays paused.
   if (!row.enabled) await composio.setTriggerEnabled(triggerId, false);
 
-  const moved = await moveTriggerRow(db, row, {
-    connectedAccountId: account.id,
-    composioTriggerId: triggerId,
-    accountAlias: accountLabel(account.alias),
-  });
-  if (!moved) {
+  const to = { connectedAccountId: account.id, composioTriggerId: triggerId, accountAlias: accountLabel(account.alias) };
+  const moved = maxOnAccount === undefined ? await moveTriggerRow(db, row, to) : await moveTriggerRowWithinCap(db, row, to, maxOnAccount);
+  if (moved === undefined || moved === 'full') {
     if (!sameComposioTrigger) await deleteComposioTrigger(deps, triggerId);
-    return { moved: false, reason: 'changed' };
+    return { moved: false, reason: moved === 'full' ? 'full' : 'changed' };
   }
   if (!sameComposioTrigger) await deleteComposioTrigger(deps, row.composioTriggerId);
   deps.log.info(
@@ -101,12 +106,14 @@ export async function rebindTrigger(
 ): Promise<TriggerView> {
   const row = await findTrigger(deps.db, owner.id, id);
   if (!row) throw triggerNotFound();
-  // The per-account cap holds for a move as for a create, before Composio is asked anything.
+  // The per-account cap holds for a move as for a create: checked before Composio is asked
+  // anything, and again as the row moves (moves and creates may race).
   if (row.connectedAccountId !== connectedAccountId) await refuseFullAccount(deps.db, owner.id, connectedAccountId);
   const account = await ownedAccount(deps.composio, owner, { connectedAccountId, toolkit: row.toolkit });
   if (row.connectedAccountId === account.id && row.needsReconnectAt === null) return getTrigger(deps.db, owner.id, id, day);
 
-  const outcome = await moveTriggerToAccount(deps, owner, row, account);
+  const outcome = await moveTriggerToAccount(deps, owner, row, account, MAX_TRIGGERS_PER_ACCOUNT);
+  if (!outcome.moved && outcome.reason === 'full') throw fullAccount(account.id);
   if (!outcome.moved && outcome.reason === 'duplicate') {
     throw conflict('another automation already has this trigger on that account with the same filter and config', 'trigger_duplicate');
   }

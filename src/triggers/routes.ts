@@ -39,7 +39,7 @@ const NewTrigger = CreateTriggerBody.meta({
   description:
     "`automationId`: the client's automation; one trigger per automation and installation. `connectedAccountId`: one of this installation's connected accounts for `toolkit`. `enabled: false` creates the trigger paused.\n\n" +
     '`filter` — Gmail: keys `from`, `subject`, `label`, `words`, turned into the trigger\'s Gmail search (`from:"…"`, `subject:"…"`, `label:name-with-hyphens`, each word quoted). Quotes, backslashes and control characters become spaces; operators inside a value are plain text. A value with no letter, digit or symbol left is refused. Other apps: each key is a dot path into the event\'s data (`sender.login`) whose value must contain the text, ignoring case; all keys must match. Values must not be empty.\n\n' +
-    "`config` — the trigger type's configuration, passed to Composio (at most 8 KB of JSON). Polled triggers get `interval` of at least 15 (minutes), the minimum for Composio-managed sign-ins. For Gmail, `query` is written by the broker from `filter` and may not be set.",
+    "`config` — the trigger type's configuration (at most 8 KB of JSON), checked against the type's `configSchema` (types, required fields, `enum`, bounds, lists, and no other settings where the schema allows none), then passed to Composio. Polled triggers get `interval` of at least 15 (minutes), the minimum for Composio-managed sign-ins (shorter is raised to it), and at most 1440 (a day). For Gmail, `query` is written by the broker from `filter` and may not be set.",
 });
 
 const Trigger = z
@@ -80,7 +80,9 @@ const TriggerTypeBody = z
       .number()
       .int()
       .nullable()
-      .describe('Polled types: the shortest `config.interval` the broker asks Composio for (15); shorter values are raised to it.'),
+      .describe(
+        'Polled types: the shortest `config.interval` the broker asks Composio for (15); shorter values are raised to it, longer than 1440 (a day) refused.',
+      ),
     configSchema: z.record(z.string(), z.unknown()).describe('JSON Schema of `config`, as Composio describes it.'),
     samplePayload: z
       .record(z.string(), z.unknown())
@@ -137,7 +139,9 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     response: {
       200: json('This automation already has exactly this trigger.', Trigger),
       201: json('Created on Composio and stored.', Trigger),
-      400: refusal('A bad field (named in `error`), or a trigger type or account of another app (`toolkit_mismatch`).'),
+      400: refusal(
+        "A bad field (named in `error`), a `config` its trigger type's schema does not allow among them, or a trigger type or account of another app (`toolkit_mismatch`).",
+      ),
       422: refusal('A configuration Composio refused (`composio_rejected`), with Composio’s sentence saying why.'),
       401: refusals.unauthorized,
       403: refusals.installationDisabled,
@@ -145,9 +149,10 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
         "Not one of this installation's accounts (`connected_account_not_found`), or no such trigger type (`trigger_type_not_found`).",
       ),
       409: refusal(
-        '`automation_conflict`, `trigger_duplicate`, the account already has 10 triggers (`too_many_triggers`), or the account is signed out (`reconnect_required`).',
+        '`automation_conflict`, `trigger_duplicate`, the account already has 10 triggers (`too_many_triggers`, also when creates race for the last place), or the account is signed out (`reconnect_required`).',
       ),
       413: refusals.tooLarge,
+      415: refusals.notJson,
       ...composioRefusals,
     },
   };
@@ -222,9 +227,10 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
         "No trigger of this installation has this id (`trigger_not_found`), or the account is not one of this installation's (`connected_account_not_found`).",
       ),
       409: refusal(
-        'The trigger no longer exists on Composio (`trigger_gone`); the new account is signed out (`reconnect_required`); another automation has this trigger on it (`trigger_duplicate`).',
+        'The trigger no longer exists on Composio (`trigger_gone`); the new account is signed out (`reconnect_required`); another automation has this trigger on it (`trigger_duplicate`); the new account already has 10 triggers (`too_many_triggers`).',
       ),
       413: refusals.tooLarge,
+      415: refusals.notJson,
       ...composioRefusals,
     },
   };

@@ -1,6 +1,7 @@
-import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
+import { createHash } from 'node:crypto';
+import { and, asc, count, eq, isNotNull, isNull, ne, sql } from 'drizzle-orm';
 import { isOwnLabel } from '../connectors/patterns.js';
-import type { Db } from '../db/database.js';
+import type { Db, DbOrTransaction } from '../db/database.js';
 import { triggerDailyUsage, triggers } from '../db/schema.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
 
@@ -43,13 +44,51 @@ export async function listInstallationTriggers(db: Db, installationId: string): 
   return db.select().from(triggers).where(eq(triggers.installationId, installationId)).orderBy(asc(triggers.createdAt), asc(triggers.id));
 }
 
-/** How many triggers the installation has on one of its connected accounts. */
-export async function countAccountTriggers(db: Db, installationId: string, connectedAccountId: string): Promise<number> {
+/** How many triggers the installation has on one of its connected accounts (leaving one out, if named). */
+export async function countAccountTriggers(
+  db: DbOrTransaction,
+  installationId: string,
+  connectedAccountId: string,
+  exceptId?: string,
+): Promise<number> {
+  const onAccount = and(eq(triggers.installationId, installationId), eq(triggers.connectedAccountId, connectedAccountId));
   const [row] = await db
     .select({ n: count() })
     .from(triggers)
-    .where(and(eq(triggers.installationId, installationId), eq(triggers.connectedAccountId, connectedAccountId)));
+    .where(exceptId === undefined ? onAccount : and(onAccount, ne(triggers.id, exceptId)));
   return row?.n ?? 0;
+}
+
+/**
+ * Advisory locks keyed by two int4 values live apart from the single-bigint ones the jobs and
+ * migrations take: this first key says "the triggers of one connected account", the second names
+ * the account.
+ */
+const ACCOUNT_TRIGGERS_LOCK = 7_262_011;
+
+/**
+ * Holds, until the transaction ends, the right to add a trigger to one installation's connected
+ * account, in whichever process asks. Taken before counting, so the count sees every row the last
+ * holder added: two hashes colliding only make two accounts wait for each other.
+ */
+async function lockAccountTriggers(tx: DbOrTransaction, installationId: string, connectedAccountId: string): Promise<void> {
+  const account = createHash('sha256').update(`${installationId} ${connectedAccountId}`).digest().readInt32BE(0);
+  await tx.execute(sql`select pg_advisory_xact_lock(${ACCOUNT_TRIGGERS_LOCK}::int4, ${account}::int4)`);
+}
+
+/**
+ * Inserts the trigger unless its account already carries `max` triggers: `'full'` then, and
+ * nothing is written. Count and insert share one short transaction under the account's lock, so
+ * creates racing in any number of processes never put more than `max` on one account.
+ */
+export async function insertTriggerWithinCap(db: Db, row: NewTriggerRow, max: number): Promise<TriggerRow | 'full'> {
+  return db.transaction(async (tx) => {
+    await lockAccountTriggers(tx, row.installationId, row.connectedAccountId);
+    if ((await countAccountTriggers(tx, row.installationId, row.connectedAccountId)) >= max) return 'full';
+    const [inserted] = await tx.insert(triggers).values(row).returning();
+    if (!inserted) throw new Error('inserting a trigger returned no row');
+    return inserted;
+  });
 }
 
 /** Triggers of every installation that deliver events: enabled, and not waiting for their account to be reconnected. */
@@ -59,12 +98,6 @@ export async function countActiveTriggers(db: Db): Promise<number> {
     .from(triggers)
     .where(and(eq(triggers.enabled, true), isNull(triggers.needsReconnectAt)));
   return row?.n ?? 0;
-}
-
-export async function insertTrigger(db: Db, row: NewTriggerRow): Promise<TriggerRow> {
-  const [inserted] = await db.insert(triggers).values(row).returning();
-  if (!inserted) throw new Error('inserting a trigger returned no row');
-  return inserted;
 }
 
 export async function setTriggerRowEnabled(db: Db, installationId: string, id: string, enabled: boolean): Promise<TriggerRow | undefined> {
@@ -81,7 +114,7 @@ export async function setTriggerRowEnabled(db: Db, installationId: string, id: s
  * only if the row still holds the Composio trigger it was read with (a concurrent change wins).
  */
 export async function moveTriggerRow(
-  db: Db,
+  db: DbOrTransaction,
   row: Pick<TriggerRow, 'id' | 'installationId' | 'composioTriggerId'>,
   to: { connectedAccountId: string; composioTriggerId: string; accountAlias: string | null },
 ): Promise<TriggerRow | undefined> {
@@ -93,6 +126,23 @@ export async function moveTriggerRow(
     )
     .returning();
   return moved;
+}
+
+/**
+ * `moveTriggerRow`, unless the new account already carries `max` other triggers (`'full'`, and
+ * nothing is written): decided under the account's lock, like `insertTriggerWithinCap`.
+ */
+export async function moveTriggerRowWithinCap(
+  db: Db,
+  row: Pick<TriggerRow, 'id' | 'installationId' | 'composioTriggerId'>,
+  to: { connectedAccountId: string; composioTriggerId: string; accountAlias: string | null },
+  max: number,
+): Promise<TriggerRow | undefined | 'full'> {
+  return db.transaction(async (tx) => {
+    await lockAccountTriggers(tx, row.installationId, to.connectedAccountId);
+    if ((await countAccountTriggers(tx, row.installationId, to.connectedAccountId, row.id)) >= max) return 'full';
+    return moveTriggerRow(tx, row, to);
+  });
 }
 
 /** Records the label of the account a trigger is on (learnt after the trigger was made). */

@@ -16,9 +16,11 @@ describe('webhook subscription', () => {
   it('creates the subscription once, then updates it in place', async () => {
     h = await startHarness();
     const created = await h.gateway.setWebhookSubscription('http://127.0.0.1:1/v1/webhooks/composio');
-    expect(created).toEqual({ id: expect.any(String), secret: expect.any(String) });
+    expect(created).toEqual({ id: expect.any(String), created: true, secret: expect.any(String) });
     const updated = await h.gateway.setWebhookSubscription('http://127.0.0.1:2/v1/webhooks/composio');
     expect(updated.id).toBe(created.id);
+    // The update's answer holds the secret masked: it is not passed on as a secret.
+    expect(updated).toEqual({ id: created.id, created: false });
     expect(h.sim.controls.state().webhookSubscriptions).toEqual([
       {
         id: created.id,
@@ -61,6 +63,27 @@ describe('webhook subscription', () => {
     };
     expect(verifyWebhookSignature({ ...input, secrets: [secret] })).toEqual({ ok: true });
     expect(verifyWebhookSignature({ ...input, secrets: [oldSecret ?? ''] })).toEqual({ ok: false, reason: 'bad_signature' });
+  });
+
+  it('gets the secret in full only from create and rotate; list, get and update answer it masked, as Composio does', async () => {
+    h = await startHarness();
+    const { id, secret } = await h.gateway.setWebhookSubscription('http://127.0.0.1:1/v1/webhooks/composio');
+    const api = async (method: string, path: string, body?: unknown) => {
+      const response = await fetch(`${h.sim.origin}/api/v3.1/webhook_subscriptions${path}`, {
+        method,
+        headers: { 'x-api-key': h.sim.apiKey, ...(body ? { 'content-type': 'application/json' } : {}) },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+      return (await response.json()) as { secret?: string; items?: { secret: string }[] };
+    };
+    const mask = `whsec_****${secret!.slice(-4)}`;
+    expect((await api('GET', '')).items?.map((s) => s.secret)).toEqual([mask]);
+    expect((await api('GET', `/${id}`)).secret).toBe(mask);
+    expect((await api('PATCH', `/${id}`, { webhook_url: 'http://127.0.0.1:3/h' })).secret).toBe(mask);
+    const rotated = await api('POST', `/${id}/rotate_secret`);
+    expect(rotated.secret).not.toContain('*');
+    expect(rotated.secret).toBe(h.sim.controls.webhookSecret(id));
+    expect((await api('GET', `/${id}`)).secret).toBe(`whsec_****${rotated.secret!.slice(-4)}`);
   });
 
   it('says not found when rotating an unknown subscription', async () => {

@@ -65,6 +65,27 @@ describe('parseWebhookEvent', () => {
     expect(raw.data).toMatchObject({ id: accountId, user_id: 'omb_user2', status: 'EXPIRED', toolkit: { slug: 'slack' } });
   });
 
+  it('reads an expired account without user_id, as Composio documents the event (user_id is deprecated)', () => {
+    const documented = {
+      id: 'msg_1',
+      timestamp: 't',
+      type: 'composio.connected_account.expired',
+      metadata: { project_id: 'pr_1', org_id: 'ok_1' },
+      data: { id: 'ca_1', status: 'EXPIRED', toolkit: { slug: 'gmail' } },
+    };
+    expect(parseWebhookEvent(JSON.stringify(documented))).toEqual({
+      ok: true,
+      event: {
+        type: 'composio.connected_account.expired',
+        id: 'msg_1',
+        timestamp: 't',
+        connectedAccountId: 'ca_1',
+        userId: null,
+        toolkit: 'gmail',
+      },
+    });
+  });
+
   it('passes other composio events through as other', () => {
     expect(
       parseWebhookEvent(JSON.stringify({ id: 'msg_1', timestamp: 't', type: 'composio.something.new', metadata: {}, data: {} })),
@@ -86,7 +107,7 @@ describe('parseWebhookEvent', () => {
       data: {},
     };
     expect(parseWebhookEvent(JSON.stringify(missingTrigger))).toEqual({ ok: false, reason: 'invalid_payload' });
-    const expiredWithoutUser = { id: 'm', timestamp: 't', type: 'composio.connected_account.expired', metadata: {}, data: { id: 'ca_1' } };
-    expect(parseWebhookEvent(JSON.stringify(expiredWithoutUser))).toEqual({ ok: false, reason: 'invalid_payload' });
+    const expiredWithoutAccount = { id: 'm', timestamp: 't', type: 'composio.connected_account.expired', metadata: {}, data: {} };
+    expect(parseWebhookEvent(JSON.stringify(expiredWithoutAccount))).toEqual({ ok: false, reason: 'invalid_payload' });
   });
 });

@@ -111,6 +111,11 @@ export function parsedTriggerMessage(trigger: TestTrigger, data: Record<string, 
   };
 }
 
+/** The delivery text a parsed event stands for, as ingest reads it (`payloadJson`): its `data`. */
+export function payloadJsonOf(event: WebhookEvent): string {
+  return JSON.stringify({ data: event.type === 'composio.trigger.message' ? event.data : {} });
+}
+
 /** A V3 `composio.trigger.message` for the trigger. */
 export function triggerMessage(trigger: TestTrigger, data: Record<string, unknown> = {}, overrides: { userId?: string } = {}) {
   return {

@@ -6,7 +6,7 @@ import { IngestBatcher } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
 import type { QueuedEventType } from '../../src/queue/queue.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { installationWithTrigger, parsedTriggerMessage, type TestTrigger } from './helpers.js';
+import { installationWithTrigger, parsedTriggerMessage, payloadJsonOf, type TestTrigger } from './helpers.js';
 
 let database: TestDatabase;
 beforeAll(async () => {
@@ -36,7 +36,8 @@ describe('ingestWebhookEvent', () => {
   it('answers the type of what it queued and wakes the installation itself, only when something was queued', async () => {
     const trigger = await installationWithTrigger(database);
     const { deps, woken, queued } = recordingIngest();
-    const ingest = (event: WebhookEvent, eventId: string = randomUUID()) => ingestWebhookEvent(deps, { eventId, event, receivedAt });
+    const ingest = (event: WebhookEvent, eventId: string = randomUUID()) =>
+      ingestWebhookEvent(deps, { eventId, event, payloadJson: payloadJsonOf(event), receivedAt });
 
     const first = await ingest(message(trigger), 'evt-first');
     expect(first).toEqual({ outcome: 'accepted', installationId: trigger.installationId, queued: 'trigger.event' });
@@ -65,7 +66,10 @@ describe('ingestWebhookEvent', () => {
       values (${randomUUID()}, 'cloud', 'paid', ${trigger.installationId}, ${receivedAt.toISOString()}::timestamptz,
               ${new Date(receivedAt.getTime() + 86_400_000).toISOString()}::timestamptz)`;
     const { deps } = recordingIngest();
-    const ingest = () => ingestWebhookEvent(deps, { eventId: randomUUID(), event: message(trigger), receivedAt });
+    const ingest = () => {
+      const event = message(trigger);
+      return ingestWebhookEvent(deps, { eventId: randomUUID(), event, payloadJson: payloadJsonOf(event), receivedAt });
+    };
     expect(await ingest()).toMatchObject({ outcome: 'accepted' });
     expect(await ingest()).toMatchObject({ outcome: 'accepted' });
     expect(await ingest()).toMatchObject({ outcome: 'over_quota', queued: 'quota.exceeded' });

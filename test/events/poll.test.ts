@@ -123,6 +123,25 @@ describe('a long poll', () => {
     expect(hub.size).toBe(0);
   });
 
+  it('fails with 401 when its installation is removed while it waits or reads, and answers once', async () => {
+    const hub = new EventHub();
+    const { installationId } = await register(t.app);
+    const waiting = startPoll(hub, installationId);
+    await until(() => hub.size === 1);
+    hub.remove(installationId);
+    expect((await waiting.outcome).error).toMatchObject({ status: 401, code: 'unauthorized' });
+    hub.wake(installationId);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(waiting.calls()).toBe(1);
+
+    // The removal comes while its first read is on its way to Postgres (which still finds the row).
+    const reading = startPoll(hub, installationId);
+    hub.remove(installationId);
+    expect((await reading.outcome).error).toMatchObject({ status: 401, code: 'unauthorized' });
+    expect(reading.elapsed()).toBeLessThan(2_000);
+    expect(hub.size).toBe(0);
+  });
+
   it('answers empty when its wait is over', async () => {
     const hub = new EventHub();
     const { installationId } = await register(t.app);

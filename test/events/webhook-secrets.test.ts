@@ -32,7 +32,7 @@ afterAll(async () => {
 /** Composio as the rotation sees it: one subscription, a fresh secret each time. */
 function composio(secrets: string[]) {
   return {
-    setWebhookSubscription: async () => ({ id: 'ws_1' }),
+    setWebhookSubscription: async () => ({ id: 'ws_1', created: false }),
     rotateWebhookSecret: async () => ({ secret: secrets.shift()! }),
   };
 }
@@ -42,7 +42,7 @@ describe('the accepted webhook secrets', () => {
     expect(book.accepted(new Date())).toEqual(['env-secret']);
     const now = new Date();
     const rotated = await rotateWebhookSecret(
-      { db: database.db, composio: composio(['second-secret']), environmentSecrets: ['env-secret'] },
+      { db: database.db, composio: composio(['second-secret']) },
       { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 60_000, now },
     );
     expect(rotated.oldExpireAt.getTime()).toBe(now.getTime() + 60_000);
@@ -54,7 +54,7 @@ describe('the accepted webhook secrets', () => {
     expect(book.accepted(new Date(now.getTime() + 60_001))).toEqual(['second-secret']);
 
     await rotateWebhookSecret(
-      { db: database.db, composio: composio(['third-secret']), environmentSecrets: ['env-secret'] },
+      { db: database.db, composio: composio(['third-secret']) },
       { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 10_000, now: new Date() },
     );
     await until(() => book.accepted(new Date()).includes('third-secret'), 2_000, 'the third secret');
@@ -62,17 +62,35 @@ describe('the accepted webhook secrets', () => {
     expect(book.accepted(later)).toEqual(['third-secret']);
   });
 
+  it('are stored by each broker at its start, so that a rotation run anywhere ends them; one a rotation ended stays ended', async () => {
+    const [before] = await database.sql<{ expires_at: Date }[]>`select expires_at from webhook_secrets where secret = 'env-secret'`;
+    expect(before!.expires_at).not.toBeNull();
+    const restarted = new WebhookSecretBook(database.db, ['env-secret', 'added-to-env'], log);
+    await restarted.start();
+    try {
+      const rows = await database.sql<{ secret: string; expires_at: Date | null }[]>`
+        select secret, expires_at from webhook_secrets where secret in ('env-secret', 'added-to-env') order by secret`;
+      expect(rows).toEqual([
+        { secret: 'added-to-env', expires_at: null },
+        { secret: 'env-secret', expires_at: before!.expires_at },
+      ]);
+      expect(restarted.accepted(new Date(new Date(before!.expires_at).getTime() + 1))).not.toContain('env-secret');
+    } finally {
+      restarted.stop();
+    }
+  });
+
   it('is left as it was when Composio refuses to rotate', async () => {
     const before = await database.sql`select id, secret, expires_at from webhook_secrets order by id`;
     const refusing = {
-      setWebhookSubscription: async () => ({ id: 'ws_1' }),
+      setWebhookSubscription: async () => ({ id: 'ws_1', created: false }),
       rotateWebhookSecret: async () => {
         throw new Error('Composio is down');
       },
     };
     await expect(
       rotateWebhookSecret(
-        { db: database.db, composio: refusing, environmentSecrets: ['env-secret'] },
+        { db: database.db, composio: refusing },
         { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 60_000, now: new Date() },
       ),
     ).rejects.toThrow('Composio is down');

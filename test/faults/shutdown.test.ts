@@ -12,7 +12,8 @@ import { metricValue, type Registered, rawRequest, registerOver, until } from '.
  * embedded Postgres), against a Composio simulator in this process: waiting polls are answered
  * at once, new connections are refused, an in-flight request finishes within SHUTDOWN_GRACE_MS
  * (and one that would not is cut off at the deadline), the database and the embedded Postgres
- * are closed, and the process exits 0.
+ * are closed, and the process exits 0. The other signals a process manager may send: SIGHUP is
+ * logged and ignored, SIGQUIT and SIGUSR2 stop as SIGTERM does (docs/operating.md, "Stopping").
  */
 
 const METRICS_TOKEN = 'metrics-token-for-shutdown-tests';
@@ -166,5 +167,44 @@ describe('SIGTERM', () => {
     expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
     expect(broker.output()).toContain('requests still running at the end of SHUTDOWN_GRACE_MS');
     sim.controls.clearFaults();
+  }, 60_000);
+});
+
+describe('the other signals', () => {
+  it('SIGHUP is logged and changes nothing; SIGUSR2 stops as SIGTERM does, and a SIGQUIT right after is the same stop', async () => {
+    // One broker for every signal: debug shows the repeated stop signal being let go.
+    const broker = await start({ SHUTDOWN_GRACE_MS: '8000', LOG_LEVEL: 'debug' });
+    const exited = exitOf(broker);
+    const who = await registerOver(broker.url);
+    const poll = timed(
+      fetch(`${broker.url}/v1/events?wait=25`, { headers: who.auth }).then(async (r) => ({
+        status: r.status,
+        connection: r.headers.get('connection'),
+        body: await r.json(),
+      })),
+    );
+    await until(async () => (await pollsWaiting(broker.url)) === 1, 10_000, 'the poll waiting');
+
+    // A reload request: said in the log, and the broker goes on serving (its poll still waits).
+    broker.child.kill('SIGHUP');
+    await until(() => /"signal":"SIGHUP"[^\n]*"msg":"SIGHUP ignored/.test(broker.output()), 10_000, 'SIGHUP logged');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(broker.child.exitCode).toBeNull();
+    expect((await fetch(`${broker.url}/health`)).status).toBe(200);
+    expect(await pollsWaiting(broker.url)).toBe(1);
+
+    // nodemon's restart signal stops it gracefully; a different stop signal right after is a repeat, not a second request.
+    const signalledAt = performance.now();
+    broker.child.kill('SIGUSR2');
+    const answered = await poll;
+    expect(answered.value).toEqual({ status: 200, connection: 'close', body: { events: [], cursor: expect.any(String) } });
+    expect(answered.at - signalledAt).toBeLessThan(1000);
+    broker.child.kill('SIGQUIT');
+
+    const exit = await exited;
+    expect(exit.code).toBe(0);
+    expect(broker.output()).toMatch(/"signal":"SIGUSR2"[^\n]*"msg":"shutting down"/);
+    expect(broker.output()).toMatch(/"signal":"SIGQUIT"[^\n]*"msg":"stop signal repeated; already shutting down"/);
+    expect(existsSync(postmasterPid()), 'embedded Postgres stopped').toBe(false);
   }, 60_000);
 });

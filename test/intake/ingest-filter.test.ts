@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type IngestDeps, ingestWebhookEvent } from '../../src/intake/ingest.js';
 import { IngestBatcher, type TriggerMessageInput } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
-import { countEvents, installationWithTrigger, parsedTriggerMessage, type TestTrigger } from '../events/helpers.js';
+import { countEvents, installationWithTrigger, parsedTriggerMessage, payloadJsonOf, type TestTrigger } from '../events/helpers.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -35,7 +35,8 @@ function countingIngest() {
 }
 
 async function ingest(deps: IngestDeps, trigger: TestTrigger, data: Record<string, unknown>) {
-  return ingestWebhookEvent(deps, { eventId: `msg_${randomUUID()}`, event: parsedTriggerMessage(trigger, data), receivedAt: new Date() });
+  const event = parsedTriggerMessage(trigger, data);
+  return ingestWebhookEvent(deps, { eventId: `msg_${randomUUID()}`, event, payloadJson: payloadJsonOf(event), receivedAt: new Date() });
 }
 
 describe('a filtered trigger', () => {

@@ -69,8 +69,10 @@ describe('an operator action is one function, whoever calls it', () => {
     expect(rotateSecret).toHaveBeenCalledWith(
       expect.anything(),
       cliActor('erin'),
-      expect.objectContaining({ webhookUrl, keepOldForMs: 3_600_000, environmentSecrets: ['the-old-secret'] }),
+      expect.objectContaining({ webhookUrl, keepOldForMs: 3_600_000 }),
     );
+    // The CLI's own COMPOSIO_WEBHOOK_SECRET is no part of a rotation.
+    expect(JSON.stringify(rotateSecret.mock.calls[0]![2])).not.toContain('the-old-secret');
     const [fromCli] = await lastRows('webhook.rotate-secret', 1);
     expect(fromCli).toMatchObject({ ...actorColumns(cliActor('erin')), outcome: 'rotated', details: {} });
     expect(JSON.stringify(fromCli)).not.toContain(rotated.stdout.trim());
@@ -86,7 +88,6 @@ describe('an operator action is one function, whoever calls it', () => {
     const admin = apiActor('ana', 'jti-rotate');
     const direct = await actions.rotateSecret({ database: t.database, clock: systemClock }, admin, {
       composio,
-      environmentSecrets: [],
       webhookUrl,
       keepOldForMs: 3_600_000,
     });

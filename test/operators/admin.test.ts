@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/clock.js';
 import { dailyUsage, events, grants, revokedGrants } from '../../src/db/schema.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../../src/installations/disable.js';
+import { signAdminToken } from '../../src/operators/sign.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { adminClaims, grantClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from './support.js';
 
@@ -107,6 +108,58 @@ describe('the admin token', () => {
     expect(limited.statusCode).toBe(429);
     expect(limited.json()).toEqual({ error: 'too many admin requests', code: 'rate_limited' });
     expect((await from('10.9.9.10')).statusCode).toBe(200);
+  });
+});
+
+describe('the admin token’s claims', () => {
+  const auditRows = async () => (await t.database.sql`select count(*)::int as n from operator_audit`)[0]!.n as number;
+
+  // Each is genuinely signed by a configured key: only the claims' shape is wrong.
+  it.each<[string, Record<string, unknown>, RegExp]>([
+    ['NUL in sub', { sub: 'ana\u0000root' }, /"sub" claim is invalid/],
+    ['NUL in jti', { jti: 'jti\u0000x' }, /"jti" claim is invalid/],
+    ['a C1 control character in sub', { sub: 'ana\u009b' }, /"sub" claim is invalid/],
+    ['a lone surrogate in jti', { jti: 'jti-\ud800' }, /"jti" claim is invalid/],
+    ['a lone low surrogate in sub', { sub: '\udc00ana' }, /"sub" claim is invalid/],
+    ['a 3,000-character jti', { jti: 'j'.repeat(3000) }, /"jti" claim is invalid/],
+    ['a 257-character sub', { sub: 's'.repeat(257) }, /"sub" claim is invalid/],
+    ['aud as an array naming the admin audience', { aud: ['omb-broker-admin', 'omb-connected-apps'] }, /"aud" claim is invalid/],
+    ['aud as an array of the admin audience alone', { aud: ['omb-broker-admin'] }, /"aud" claim is invalid/],
+    ['no jti', { jti: undefined }, /lacks its "jti" claim/],
+  ])('refuses %s with 401 and changes nothing', async (_name, change, message) => {
+    const { installationId, auth } = await register(t.app);
+    const headers = await asOperator(adminClaims(t.clock.now(), change));
+    const before = await auditRows();
+    const expected = { error: expect.stringMatching(message), code: 'operator_unauthorized' };
+
+    const stats = await t.app.inject({ method: 'GET', url: '/v1/admin/stats', headers });
+    expect(stats.statusCode).toBe(401);
+    expect(stats.json()).toEqual(expected);
+    const disable = await t.app.inject({ method: 'POST', url: `/v1/admin/installations/${installationId}/disable`, headers });
+    expect(disable.statusCode).toBe(401);
+    expect(disable.json()).toEqual(expected);
+    expect((await me(auth)).statusCode).toBe(200);
+    expect(await auditRows()).toBe(before);
+  });
+
+  it('accepts any well-formed text up to the bound, and audits the jti exactly as signed', async () => {
+    const { installationId } = await register(t.app);
+    const claims = adminClaims(t.clock.now(), { sub: `zoë 🐭 ${'s'.repeat(249)}`, jti: `🐭${'j'.repeat(254)}` });
+    expect([(claims.sub as string).length, (claims.jti as string).length]).toEqual([256, 256]);
+    const disabled = await t.app.inject({
+      method: 'POST',
+      url: `/v1/admin/installations/${installationId}/disable`,
+      headers: await asOperator(claims),
+    });
+    expect(disabled.statusCode).toBe(200);
+    const rows = await t.database.sql`select operator, token_id from operator_audit where target = ${installationId}`;
+    expect(rows).toEqual([{ operator: claims.sub, token_id: claims.jti }]);
+  });
+
+  it('accepts what the operators’ CLI signs', async () => {
+    const signed = await signAdminToken(key.signer, { subject: 'ana', issuer: 'openmausbot', minutes: 15, now: t.clock.now() });
+    const response = await t.app.inject({ method: 'GET', url: '/v1/admin/stats', headers: { authorization: `Bearer ${signed.token}` } });
+    expect(response.statusCode).toBe(200);
   });
 });
 

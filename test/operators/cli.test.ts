@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -79,10 +79,66 @@ describe('the CLI’s manners', () => {
     expect(again.stderr).toMatch(/refusing to overwrite/);
   });
 
+  it('refuses to sign a --sub the broker would refuse (too long, control characters, a lone surrogate)', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'omb-operator-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    expect((await runCli(['keys', 'generate', '--out', dir])).code).toBe(0);
+    const keyFile = path.join(dir, 'operator-private.jwk.json');
+    for (const sub of ['s'.repeat(257), 'ana\u0000root', 'ana\u001b[2J', 'ana\u0085', 'ana\ud800']) {
+      for (const command of [['admin-token'], ['grant', 'issue', '--days', '1']]) {
+        const refused = await runCli([...command, '--key', keyFile, '--sub', sub]);
+        expect(refused.code, JSON.stringify([command, sub])).toBe(2);
+        expect(refused.stdout).toBe('');
+        expect(refused.stderr).toMatch(/--sub must be well-formed text of at most 256 characters, with no control characters/);
+      }
+    }
+    expect((await runCli(['admin-token', '--key', keyFile, '--sub', `zoë 🐭 ${'s'.repeat(249)}`])).code).toBe(0);
+  });
+
   it('prints a labelled key pair without --out', async () => {
     const printed = await runCli(['keys', 'generate']);
     expect(printed.code).toBe(0);
     expect(printed.stdout).toMatch(/# Private key \(kid [\w.-]+\)\. Keep it secret/);
     expect(printed.stdout).toMatch(/# Public JWKS\. Set it as OPERATOR_PUBLIC_KEYS/);
+  });
+});
+
+describe('which database the CLI uses', () => {
+  it('refuses, naming DATABASE_URL and DATA_DIR, when neither is set and the default folder holds no database; and makes none', async () => {
+    // Run from a folder with no .data of its own, as an operator in another directory would.
+    const elsewhere = await mkdtemp(path.join(tmpdir(), 'omb-cli-cwd-'));
+    cleanups.push(() => rm(elsewhere, { recursive: true, force: true }));
+    const cwd = process.cwd();
+    process.chdir(elsewhere);
+    try {
+      for (const command of [['installation', 'list'], ['audit'], ['migrate'], ['grant', 'list']]) {
+        const refused = await runCli(command, { USER: 'carl' });
+        expect(refused.code, command.join(' ')).toBe(1);
+        expect(refused.stdout).toBe('');
+        expect(refused.stderr).toMatch(
+          /no database named: DATABASE_URL is not set, nor DATA_DIR, and the default data folder .*\.data holds no broker database/,
+        );
+        expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+      }
+      expect(await readdir(elsewhere)).toEqual([]);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+});
+
+describe('installation show', () => {
+  it('takes a full installation id and refuses a prefix, saying that a full id is needed', async () => {
+    for (const prefix of ['3f2a', '3f2a…', '3f2a9c1e', '3f2a9c1e-7b4d-4e0a']) {
+      const refused = await runCli(['installation', 'show', prefix], { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+      expect(refused.code, prefix).toBe(2);
+      expect(refused.stderr).toContain(
+        `ID must be a full installation id (36 characters); "${prefix}" looks like a prefix, and prefixes are not looked up`,
+      );
+    }
+    const garbage = await runCli(['installation', 'show', 'nope'], { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+    expect(garbage.code).toBe(2);
+    expect(garbage.stderr).toMatch(/ID must be a full installation id \(a UUID/);
+    expect((await runCli(['installation', 'show', '--help'])).stdout).toMatch(/full id .*a prefix is refused/s);
   });
 });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { base64url, exportJWK, generateKeyPair, generateSecret } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config.js';
+import { signGrant } from '../../src/operators/sign.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { adminClaims, grantClaims, operatorKey, signClaims, signWith, type TestOperatorKey, trusting, unsigned } from './support.js';
 
@@ -265,6 +266,57 @@ describe('POST /v1/installations with a grant', () => {
     expect(response.json().code).toBe(code);
     expect(await installationRows()).toBe(installationsBefore);
     expect(await grantRows()).toBe(grantsBefore);
+  });
+});
+
+describe('a grant’s claims', () => {
+  // Each is genuinely signed by a configured key: only the claims' shape is wrong.
+  const refused: Array<[string, Record<string, unknown>, RegExp]> = [
+    ['NUL in sub', { sub: 'cloud\u0000x' }, /"sub" claim is invalid/],
+    ['NUL in jti', { jti: 'grant\u0000x' }, /"jti" claim is invalid/],
+    ['a control character in sub', { sub: 'cloud\u001bx' }, /"sub" claim is invalid/],
+    ['DEL in jti', { jti: 'grant\u007f' }, /"jti" claim is invalid/],
+    ['a lone surrogate in jti', { jti: 'grant-\ud83d' }, /"jti" claim is invalid/],
+    ['a 3,000-character jti', { jti: 'j'.repeat(3000) }, /"jti" claim is invalid/],
+    ['a 257-character sub', { sub: 's'.repeat(257) }, /"sub" claim is invalid/],
+    ['aud as an array naming the grant audience', { aud: ['omb-connected-apps', 'omb-broker-admin'] }, /"aud" claim is invalid/],
+    ['no jti', { jti: undefined }, /lacks its "jti" claim/],
+  ];
+
+  it.each(refused)('PUT /v1/me/grant refuses %s with 400 and stores nothing', async (_name, change, message) => {
+    const { auth } = await register(t.app);
+    const before = await grantRows();
+    const response = await present(auth, await signClaims(key, grantClaims(t.clock.now(), change)));
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toEqual({ error: expect.stringMatching(message), code: 'grant_malformed' });
+    expect(await grantRows()).toBe(before);
+    expect((await me(auth)).plan).toBe('standard');
+  });
+
+  it.each(refused)('registration refuses %s with 400 and stores nothing', async (_name, change, message) => {
+    const grant = await signClaims(key, grantClaims(t.clock.now(), change));
+    const [installationsBefore, grantsBefore] = [await installationRows(), await grantRows()];
+    const response = await t.app.inject({ method: 'POST', url: '/v1/installations', payload: { grant } });
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toEqual({ error: expect.stringMatching(message), code: 'grant_malformed' });
+    expect(await installationRows()).toBe(installationsBefore);
+    expect(await grantRows()).toBe(grantsBefore);
+  });
+
+  it('accepts any well-formed text up to the bound, and stores it exactly as signed', async () => {
+    const { installationId, auth } = await register(t.app);
+    const claims = grantClaims(t.clock.now(), { sub: `wolke ☁️ 🐭 ${'s'.repeat(244)}`, jti: `🐭${'j'.repeat(254)}` });
+    expect([(claims.sub as string).length, (claims.jti as string).length]).toEqual([256, 256]);
+    expect((await present(auth, await signClaims(key, claims))).statusCode).toBe(200);
+    const rows = await t.database.sql`select jti, subject from grants where holder_installation_id = ${installationId}`;
+    expect(rows).toEqual([{ jti: claims.jti, subject: claims.sub }]);
+  });
+
+  it('accepts what the operators’ CLI signs', async () => {
+    const signed = await signGrant(key.signer, { subject: 'cloud-cli', issuer: 'openmausbot', days: 30, now: t.clock.now() });
+    const { auth } = await register(t.app);
+    expect((await present(auth, signed.token)).statusCode).toBe(200);
+    expect((await me(auth)).plan).toBe('paid');
   });
 });
 

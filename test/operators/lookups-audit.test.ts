@@ -370,6 +370,21 @@ describe('the CLI', () => {
     expect((await cli('installation', 'list', '--cursor', 'garbage')).code).toBe(1);
   });
 
+  it('prints the admin token id (jti) of an API action in the audit table', async () => {
+    const { installationId } = await register(t.app);
+    const { headers, jti } = await asOperator({ sub: 'gus' });
+    const disabled = await t.app.inject({ method: 'POST', url: `/v1/admin/installations/${installationId}/disable`, headers });
+    expect(disabled.statusCode).toBe(200);
+    const trail = await cli('audit', '--target', installationId);
+    expect(trail.code).toBe(0);
+    const [header, row, ...rest] = trail.stdout.trimEnd().split('\n');
+    expect(rest).toEqual([]);
+    expect(header).toMatch(/^AT +OPERATOR +TOKEN ID +SOURCE +ACTION +TARGET +OUTCOME$/);
+    expect(row).toMatch(new RegExp(`^\\S+ +gus +${jti} +api +installation\\.disable +${installationId} +disabled$`));
+    // The column stands where its header does.
+    expect(row!.indexOf(jti)).toBe(header!.indexOf('TOKEN ID'));
+  });
+
   it('records an import with the name given, in its transaction, and nothing for a dry run; `audit` prints the trail', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'omb-audit-'));
     try {
@@ -393,8 +408,8 @@ describe('the CLI', () => {
 
       const trail = await cli('audit', '--action', 'installations.import', '--limit', '1');
       expect(trail.code).toBe(0);
-      expect(trail.stdout).toMatch(/^AT +OPERATOR +SOURCE +ACTION +TARGET +OUTCOME$/m);
-      expect(trail.stdout).toMatch(/dora +cli +installations\.import +- +imported 1, skipped 0, invalid 0/);
+      expect(trail.stdout).toMatch(/^AT +OPERATOR +TOKEN ID +SOURCE +ACTION +TARGET +OUTCOME$/m);
+      expect(trail.stdout).toMatch(/dora +- +cli +installations\.import +- +imported 1, skipped 0, invalid 0/);
       const asJson = JSON.parse((await cli('audit', '--operator', 'dora', '--json')).stdout);
       expect(asJson.entries[0]).toMatchObject({ operator: 'dora', tokenId: null, source: 'cli', details: { file, imported: 1 } });
       expect((await cli('audit', '--since', 'whenever')).code).toBe(2);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
+import { buildEventsApp, type EventsTestApp, post, signed } from '../events/helpers.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runCli } from './support.js';
 
@@ -9,11 +10,11 @@ let env: Record<string, string>;
 beforeAll(async () => {
   sim = await startSimulator({ apiKey: 'sim_cli_key', logger: false });
   database = await createTestDatabase();
+  // No COMPOSIO_WEBHOOK_SECRET: the webhook commands neither need nor read it.
   env = {
     DATABASE_URL: database.url,
     COMPOSIO_API_KEY: sim.apiKey,
     COMPOSIO_BASE_URL: sim.origin,
-    COMPOSIO_WEBHOOK_SECRET: 'the-old-secret',
     PUBLIC_URL: 'https://broker.example',
   };
 });
@@ -22,35 +23,82 @@ afterAll(async () => {
   await database.drop();
 });
 
-const storedSecrets = () =>
-  database.sql<{ secret: string | null; expires_at: Date | null }[]>`select secret, expires_at from webhook_secrets order by id`;
+const storedSecrets = (on: TestDatabase = database) =>
+  on.sql<{ secret: string | null; expires_at: Date | null }[]>`select secret, expires_at from webhook_secrets order by id`;
+
+/** A broker on `on` configured with `COMPOSIO_WEBHOOK_SECRET=secrets` (it stores them as accepted at start). */
+const brokerWith = (on: TestDatabase, secrets: string) => buildEventsApp({ COMPOSIO_WEBHOOK_SECRET: secrets }, { database: on });
+
+/** A webhook for no known trigger, signed with `secret`: 200 `unknown_trigger` if the broker accepts the secret, else 401. */
+function probe(broker: EventsTestApp, secret: string) {
+  const message = {
+    id: `msg_probe_${Math.random().toString(36).slice(2)}`,
+    timestamp: new Date().toISOString(),
+    type: 'composio.trigger.message',
+    metadata: { trigger_id: 'ti_nobody', trigger_slug: 'GMAIL_NEW_GMAIL_MESSAGE', connected_account_id: 'ca_x', user_id: 'omb_x' },
+    data: {},
+  };
+  return post(broker, signed(message, { at: broker.clock.now(), secret })).then((response) => response.statusCode);
+}
+
+const masked = (value: string) => value.includes('*');
 
 describe('webhook commands', () => {
   it('subscribes the project to the brokers’ webhook URL, then rotates its secret', async () => {
     const subscribed = await runCli(['webhook', 'subscribe'], env);
-    expect(subscribed.code).toBe(0);
+    expect(subscribed.code, subscribed.stderr).toBe(0);
     const secret = subscribed.stdout.trim();
     expect(secret.length).toBeGreaterThan(16);
+    expect(masked(secret)).toBe(false);
     expect(subscribed.stderr).toContain('https://broker.example/v1/webhooks/composio');
+    expect(subscribed.stderr).toMatch(/created; .* The signing secret above came with its creation/);
     expect(sim.controls.state().webhookSubscriptions).toMatchObject([{ webhookUrl: 'https://broker.example/v1/webhooks/composio' }]);
+    const id = sim.controls.state().webhookSubscriptions[0]!.id;
+    expect(secret).toBe(sim.controls.webhookSecret(id));
+    // Creating stores nothing: the secret goes to the brokers' COMPOSIO_WEBHOOK_SECRET.
+    expect(await storedSecrets()).toEqual([]);
 
-    const again = await runCli(['webhook', 'subscribe'], env);
-    expect(again.code).toBe(0);
-    expect(sim.controls.state().webhookSubscriptions).toHaveLength(1);
+    // The brokers start with it, and store it as accepted.
+    const broker = await brokerWith(database, secret);
+    let second: string;
+    try {
+      // Composio shows an existing subscription's secret only masked: the second run rotates
+      // for a real one, says so, and stores it for the brokers, which accept it at once.
+      const again = await runCli(['webhook', 'subscribe'], env);
+      expect(again.code, again.stderr).toBe(0);
+      expect(sim.controls.state().webhookSubscriptions).toHaveLength(1);
+      second = again.stdout.trim();
+      expect(masked(second)).toBe(false);
+      expect(second).not.toBe(secret);
+      expect(second).toBe(sim.controls.webhookSecret(id));
+      expect(again.stderr).toMatch(
+        /updated; .*Composio shows its secret only masked, so a new one is obtained by rotating it \(rotate_secret\)/,
+      );
+      expect(again.stderr).toMatch(/from rotate_secret: every broker accepts it now; the old ones are accepted until /);
+      expect(again.stderr).not.toContain(second);
+      const afterSubscribe = await storedSecrets();
+      expect(afterSubscribe.map((r) => r.secret).sort()).toEqual([secret, second].sort());
+      expect(afterSubscribe.some((r) => r.secret !== null && masked(r.secret))).toBe(false);
+      expect(afterSubscribe.find((r) => r.secret === second)!.expires_at).toBeNull();
+      expect(await probe(broker, second)).toBe(200);
+      expect(await probe(broker, secret)).toBe(200);
+    } finally {
+      await broker.close();
+    }
 
     const before = Date.now();
     const rotated = await runCli(['webhook', 'rotate-secret'], env);
-    expect(rotated.code).toBe(0);
+    expect(rotated.code, rotated.stderr).toBe(0);
     const fresh = rotated.stdout.trim();
     expect(fresh.length).toBeGreaterThan(16);
-    expect(fresh).not.toBe(secret);
+    expect(fresh).not.toBe(second);
     expect(rotated.stderr).toMatch(/every broker accepts it now; the old ones are accepted until /);
     expect(rotated.stderr).not.toContain(fresh);
-    // Stored for every broker: the new one until the next rotation, the environment's for 24 hours.
+    // Stored for every broker: the new one until the next rotation, the ones accepted before for 24 hours.
     const rows = await storedSecrets();
-    expect(rows.map((r) => r.secret).sort()).toEqual([fresh, 'the-old-secret'].sort());
+    expect(rows.map((r) => r.secret).sort()).toEqual([fresh, second, secret].sort());
     expect(rows.find((r) => r.secret === fresh)!.expires_at).toBeNull();
-    const oldExpiry = new Date(rows.find((r) => r.secret === 'the-old-secret')!.expires_at!).getTime();
+    const oldExpiry = new Date(rows.find((r) => r.secret === second)!.expires_at!).getTime();
     expect(oldExpiry - before).toBeGreaterThanOrEqual(24 * 3_600_000 - 1000);
     expect(oldExpiry - Date.now()).toBeLessThanOrEqual(24 * 3_600_000);
 
@@ -63,7 +111,7 @@ describe('webhook commands', () => {
     const previous = new Date(after.find((r) => r.secret === fresh)!.expires_at!).getTime();
     expect(Math.abs(previous - Date.now() - 90 * 60_000)).toBeLessThan(60_000);
     // Every secret accepted before ends with the shorter overlap (never later than it was).
-    expect(new Date(after.find((r) => r.secret === 'the-old-secret')!.expires_at!).getTime()).toBe(previous);
+    expect(new Date(after.find((r) => r.secret === secret)!.expires_at!).getTime()).toBe(previous);
   });
 
   it('changes nothing when Composio refuses the rotation, and refuses a bad --keep-old-for', async () => {
@@ -89,5 +137,46 @@ describe('webhook commands', () => {
     const sandbox = await runCli(['webhook', 'rotate-secret'], { PUBLIC_URL: 'https://broker.example' });
     expect(sandbox.code).toBe(1);
     expect(sandbox.stderr).toMatch(/COMPOSIO_API_KEY is not set/);
+  });
+});
+
+describe('a rotation run with COMPOSIO_WEBHOOK_SECRET in the operator’s shell', () => {
+  it('adds only the secret Composio answered: the shell’s value stays refused, also after a restart', async () => {
+    const own = await createTestDatabase();
+    let broker = await brokerWith(own, 'the-brokers-secret');
+    try {
+      // As the README and /_sim rehearse it: a value the brokers never accepted.
+      expect(await probe(broker, 'rehearsal')).toBe(401);
+      const rotated = await runCli(['webhook', 'rotate-secret'], { ...env, DATABASE_URL: own.url, COMPOSIO_WEBHOOK_SECRET: 'rehearsal' });
+      expect(rotated.code, rotated.stderr).toBe(0);
+      const fresh = rotated.stdout.trim();
+      const rows = await storedSecrets(own);
+      expect(rows.map((r) => r.secret).sort()).toEqual(['the-brokers-secret', fresh].sort());
+      // The brokers' own secret was accepted: it gets an end; the new one has none.
+      expect(rows.find((r) => r.secret === 'the-brokers-secret')!.expires_at).not.toBeNull();
+      expect(rows.find((r) => r.secret === fresh)!.expires_at).toBeNull();
+
+      expect(await probe(broker, fresh)).toBe(200);
+      expect(await probe(broker, 'the-brokers-secret')).toBe(200);
+      expect(await probe(broker, 'rehearsal')).toBe(401);
+      await broker.close();
+      broker = await brokerWith(own, 'the-brokers-secret');
+      expect(await probe(broker, 'rehearsal')).toBe(401);
+      expect(await probe(broker, fresh)).toBe(200);
+    } finally {
+      await broker.close();
+      await own.drop();
+    }
+  });
+
+  it('runs without COMPOSIO_WEBHOOK_SECRET at all, as subscribe does', async () => {
+    const own = await createTestDatabase();
+    try {
+      const rotated = await runCli(['webhook', 'rotate-secret'], { ...env, DATABASE_URL: own.url });
+      expect(rotated.code, rotated.stderr).toBe(0);
+      expect((await storedSecrets(own)).map((r) => r.secret)).toEqual([rotated.stdout.trim()]);
+    } finally {
+      await own.drop();
+    }
   });
 });

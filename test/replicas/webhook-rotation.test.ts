@@ -231,7 +231,6 @@ describe('rotating the webhook secret with two brokers running', () => {
             return answer;
           },
         },
-        environmentSecrets: [firstSecret],
       },
       { webhookUrl: `${relayUrl}/v1/webhooks/composio`, keepOldForMs: 3_600_000, now: new Date() },
     );

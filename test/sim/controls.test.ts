@@ -162,6 +162,65 @@ describe('/_sim controls', () => {
     expect(expired.status).toBe(303);
   });
 
+  it('answers Expire as it answers Fire: a form goes back to the page with a notice, a JSON client gets JSON, both for a failure too', async () => {
+    sim = await startSimulator({ apiKey: 'k', logger: false });
+    const { account, trigger } = await world();
+    const json = (path: string, body?: unknown) =>
+      fetch(`${sim.origin}${path}`, {
+        method: 'POST',
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        redirect: 'manual',
+      });
+    const noticeAfter = async (response: Response) => {
+      expect(response.status).toBe(303);
+      expect(await response.text()).toBe('');
+      const location = response.headers.get('location') ?? '';
+      expect(location).toMatch(/^\/_sim\?notice=/);
+      const page = await (await fetch(`${sim.origin}${location}`)).text();
+      return /<p class="notice" role="status">([^<]*)<\/p>/.exec(page)?.[1];
+    };
+
+    // The page's forms, as a browser posts them (Expire's has no fields: an empty body).
+    expect(await noticeAfter(await form(`/_sim/triggers/${trigger}/fire`, { data: '' }))).toMatch(
+      /^Fired ti_\w+: msg_\w+ to .* answered 200$/,
+    );
+    expect(await noticeAfter(await form(`/_sim/accounts/${account.id}/expire`, {}))).toMatch(
+      new RegExp(`^${account.id} is EXPIRED; webhook msg_\\w+ to .* answered 200$`),
+    );
+
+    // JSON clients, with a body or none.
+    for (const fired of [await json(`/_sim/triggers/${trigger}/fire`), await json(`/_sim/triggers/${trigger}/fire`, {})]) {
+      expect(fired.status).toBe(200);
+      expect(fired.headers.get('content-type')).toContain('application/json');
+      expect(await fired.json()).toMatchObject({ webhookId: expect.stringMatching(/^msg_/), status: 200, ok: true });
+    }
+    for (const expired of [await json(`/_sim/accounts/${account.id}/expire`), await json(`/_sim/accounts/${account.id}/expire`, {})]) {
+      expect(expired.status).toBe(200);
+      expect(expired.headers.get('content-type')).toContain('application/json');
+      expect(await expired.json()).toMatchObject({ account: { id: account.id, status: 'EXPIRED' }, delivery: { status: 200 } });
+    }
+
+    // A failure: the page again, saying why, for a form; Composio's error JSON for a JSON client.
+    for (const path of ['/_sim/triggers/ti_nope/fire', '/_sim/accounts/ca_nope/expire']) {
+      const fromPage = await form(path, {});
+      expect(fromPage.status, path).toBe(404);
+      expect(fromPage.headers.get('content-type')).toContain('text/html');
+      expect(await fromPage.text()).toMatch(/<p class="error" role="alert" id="error">[^<]*nope/);
+      const fromJson = await json(path, {});
+      expect(fromJson.status, path).toBe(404);
+      expect(fromJson.headers.get('content-type')).toContain('application/json');
+      expect(((await fromJson.json()) as Loose).error).toMatchObject({ message: expect.stringContaining('nope') });
+    }
+  });
+
+  it('tells how the CLI reaches the broker’s database as docs/operators.md does, with no password on the page', async () => {
+    sim = await startSimulator({ apiKey: 'k', logger: false });
+    const index = await (await fetch(`${sim.origin}/_sim`)).text();
+    expect(index).toContain('Which database the CLI uses');
+    expect(index).not.toMatch(/postgres:postgres|omb_broker/);
+  });
+
   it('shows a consent page naming the app and label, and records the answer', async () => {
     sim = await startSimulator({ apiKey: 'k', logger: false });
     const session = (await api('POST', '/api/v3.1/tool_router/session', { user_id: 'omb_user1' })).json;

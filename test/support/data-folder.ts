@@ -5,13 +5,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { applyMigrations } from '../../src/db/database.js';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { PASSWORD_FILE } from '../../src/db/embedded-password.js';
 import { createLogger } from '../../src/logger.js';
 
 /**
  * Broker data folders (`DATA_DIR`) whose embedded Postgres is already initialised and migrated,
  * for tests about a broker on a folder of its own that need not be a fresh one: `initdb` is most
  * of a first start. One folder is prepared, by the broker's own code, and each `copy()` is a
- * copy of its `postgres/` (owners and modes kept, as `initdb` left them). Tests about a fresh
+ * copy of its `postgres/` and of the password it was given (owners and modes kept, as `initdb`
+ * and the broker left them). Tests about a fresh
  * folder make an empty one instead.
  */
 export interface DataFolders {
@@ -42,7 +44,7 @@ export async function prepareDataFolders(prefix: string): Promise<DataFolders> {
     empty,
     async copy() {
       const folder = await empty();
-      await promisify(execFile)('cp', ['-a', path.join(template, 'postgres'), path.join(folder, 'postgres')]);
+      await promisify(execFile)('cp', ['-a', path.join(template, 'postgres'), path.join(template, PASSWORD_FILE), folder]);
       return folder;
     },
     async remove() {

@@ -127,11 +127,13 @@ describe('other apps', () => {
   it('passes on what Composio refuses about the configuration, storing nothing', async () => {
     const a = await installationWithAccount(world, 'github');
     const before = await storedTriggerCount(world);
+    // The schema's rules pass (both fields present, strings); Composio refuses an empty owner.
     const response = await createTrigger(world, a, {
       automationId: 'auto_bad',
       toolkit: 'github',
       triggerSlug: 'GITHUB_COMMIT_EVENT',
       connectedAccountId: a.accountId,
+      config: { owner: '', repo: 'engine' },
     });
     expect(response.statusCode).toBe(422);
     expect(response.json()).toMatchObject({ code: 'composio_rejected', error: expect.stringContaining('owner') });

@@ -95,7 +95,7 @@ describe('bad input', () => {
     ['an unknown field', { ...gmailBody('ca_1'), owner: 'me' }, 400, 'invalid_request'],
     ['a wrong type', { ...gmailBody('ca_1'), enabled: 'true' }, 400, 'invalid_request'],
     ['a missing field', { automationId: 'x' }, 400, 'invalid_request'],
-    ['a prototype-poisoning key', '{"automationId":"x","__proto__":{"enabled":false}}', 400, 'invalid_json'],
+    ['a prototype-poisoning key', '{"automationId":"x","__proto__":{"enabled":false}}', 400, 'forbidden_key'],
     ['a huge body', { ...gmailBody('ca_1'), config: { blob: 'x'.repeat(200_000) } }, 413, 'payload_too_large'],
   ])('POST with %s is %d, and nothing is written or asked', async (_what, payload, status, code) => {
     await expectNothingChanged(async () => {
@@ -113,7 +113,7 @@ describe('bad input', () => {
     });
   });
 
-  it('POST with a text body is refused', async () => {
+  it('POST with a text body is refused as not JSON, like any other media type', async () => {
     await expectNothingChanged(async () => {
       const response = await world.t.app.inject({
         method: 'POST',
@@ -121,7 +121,8 @@ describe('bad input', () => {
         headers: { ...a.auth, 'content-type': 'text/plain' },
         payload: 'hi',
       });
-      expect(response.statusCode).toBe(400);
+      expect(response.statusCode).toBe(415);
+      expect(response.json().code).toBe('unsupported_media_type');
     });
   });
 

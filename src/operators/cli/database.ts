@@ -1,9 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
+import { DataDirInUseError } from '../../db/data-dir-lock.js';
 import { applyMigrations, type Database, openDatabase } from '../../db/database.js';
-import { startEmbeddedPostgres } from '../../db/embedded.js';
+import { runningEmbeddedUrl, startEmbeddedPostgres } from '../../db/embedded.js';
 import { createLogger } from '../../logger.js';
 import { type CliIo, CommandFailed } from './command.js';
 
@@ -24,17 +25,22 @@ export function describeTarget(config: Config): string {
 }
 
 /**
- * Runs `work` against the broker's database, migrated first: `DATABASE_URL`, or the embedded
- * Postgres in `DATA_DIR`, started for the command and stopped after it.
+ * Runs `work` against the broker's database, migrated first: `DATABASE_URL`, or else the
+ * embedded Postgres in `DATA_DIR` — the one a broker runs there now (reached with the port and
+ * password the folder holds), or, with no broker on it, one started for the command and stopped
+ * after it. docs/operators.md ("Which database the CLI uses") says the same for operators.
  */
 export async function withBrokerDatabase<T>(config: Config, logger: Logger, work: (database: Database) => Promise<T>): Promise<T> {
   let url = config.databaseUrl;
   let stopEmbedded: (() => Promise<void>) | undefined;
   if (!url) {
-    refuseWhileInUse(config.dataDir);
-    const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, logger });
-    stopEmbedded = () => embedded.stop();
-    url = embedded.url;
+    refuseUnnamedDatabase(config);
+    url = runningUrl(config.dataDir);
+    if (!url) {
+      const embedded = await startEmbedded(config.dataDir, logger);
+      stopEmbedded = () => embedded.stop();
+      url = embedded.url;
+    }
   }
   let database: Database | undefined;
   try {
@@ -49,20 +55,36 @@ export async function withBrokerDatabase<T>(config: Config, logger: Logger, work
 }
 
 /**
- * Starting the embedded server stops one that still runs in the folder (the broker treats that as
- * left over from a crash), which would pull the database from under a running broker.
+ * Neither `DATABASE_URL` nor `DATA_DIR` names a database, and the default folder holds none: run
+ * from another folder, the command would otherwise make an empty database there and answer from
+ * it ("0 installation(s)") as if it were the broker's.
  */
-function refuseWhileInUse(dataDir: string): void {
-  const pidFile = path.resolve(dataDir, 'postgres', 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number.parseInt(readFileSync(pidFile, 'utf8').split('\n')[0] ?? '', 10);
-  if (!Number.isInteger(pid) || pid <= 0) return;
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return;
-  }
+function refuseUnnamedDatabase(config: Config): void {
+  if (config.dataDirGiven) return;
+  const folder = path.resolve(config.dataDir);
+  if (existsSync(path.join(folder, 'postgres', 'PG_VERSION'))) return;
   throw new CommandFailed(
-    `the embedded Postgres in ${path.resolve(dataDir)} is running (pid ${pid}), probably under a broker; stop the broker first or set DATABASE_URL`,
+    `no database named: DATABASE_URL is not set, nor DATA_DIR, and the default data folder ${folder} holds no broker database; set DATABASE_URL, or DATA_DIR to the broker's data folder`,
   );
+}
+
+/** A broker's embedded Postgres running in the folder now: used as it runs, never stopped. */
+function runningUrl(dataDir: string): string | undefined {
+  try {
+    return runningEmbeddedUrl(dataDir);
+  } catch (error) {
+    throw new CommandFailed((error as Error).message);
+  }
+}
+
+async function startEmbedded(dataDir: string, logger: Logger) {
+  try {
+    return await startEmbeddedPostgres({ dataDir, logger });
+  } catch (error) {
+    // A broker that holds the folder but has not started its Postgres yet.
+    if (error instanceof DataDirInUseError) {
+      throw new CommandFailed(`${error.message.split(';')[0]}, and its Postgres is not up yet; try again in a moment`);
+    }
+    throw error;
+  }
 }

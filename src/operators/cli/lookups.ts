@@ -59,24 +59,40 @@ export function table(header: string[], rows: string[][]): string {
 const dash = (value: string | null | undefined) => value ?? '-';
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * An installation id as `/v1/me` (`installationId`) and `installation list` print it. A prefix is
+ * refused, not looked up: a short prefix can match several installations, and an operator acting
+ * on the one it happened to find would act on the wrong one.
+ */
+function fullInstallationId(value: string): string {
+  if (UUID.test(value)) return value.toLowerCase();
+  const prefix = /^[0-9a-f][0-9a-f-]*…?$/i.test(value) && value.replace('…', '').length < 36;
+  throw new UsageError(
+    prefix
+      ? `ID must be a full installation id (36 characters); "${value}" looks like a prefix, and prefixes are not looked up`
+      : 'ID must be a full installation id (a UUID, as installationId in /v1/me or `installation list` prints it)',
+  );
+}
+
 export const installationShow: Command = {
   name: 'installation show',
   summary: 'one installation in full: plan, grant, activity, events, queue, triggers',
   usage: `Usage: npm run cli -- installation show ID [--json]
 
-Prints the installation's plan and grant (jti, subject, expiry), when it was created and last
-seen, whether it is disabled, today's and the last 7 days' kept/skipped events, its queue (depth,
-oldest unacknowledged event), its triggers with status and today's counts, and how many
-connected accounts its triggers use. --json prints what GET /v1/admin/installations/ID answers.`,
+ID is the installation's full id (a UUID, as /v1/me's installationId and \`installation list\`
+print it); a prefix is refused. Prints the installation's plan and grant (jti, subject, expiry),
+when it was created and last seen, whether it is disabled, today's and the last 7 days'
+kept/skipped events, its queue (depth, oldest unacknowledged event), its triggers with status
+and today's counts, and how many connected accounts its triggers use. --json prints what GET /v1/admin/installations/ID answers.`,
 
   async run(args, io, env) {
     const [id, ...rest] = args;
     if (!id || id.startsWith('-')) throw new UsageError('the installation id is required');
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw new UsageError('ID must be a UUID');
+    const wanted = fullInstallationId(id);
     const { values } = parseOptions(rest, { json: { type: 'boolean' } });
-    const detail = await withDatabase(env, io, (database) =>
-      asCommand(() => installationDetail(database.db, id.toLowerCase(), new Date())),
-    );
+    const detail = await withDatabase(env, io, (database) => asCommand(() => installationDetail(database.db, wanted, new Date())));
     if (values.json) {
       io.out(json(detail));
       return 0;
@@ -189,7 +205,7 @@ tokens) are never stored, so never printed.`,
       json: { type: 'boolean' },
     });
     const installationId = values.installation;
-    if (installationId !== undefined && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(installationId)) {
+    if (installationId !== undefined && !UUID.test(installationId)) {
       throw new UsageError('--installation must be a UUID');
     }
     const filters = {
@@ -225,7 +241,8 @@ export const auditCommand: Command = {
 
 Every operator action (installation.disable/enable, grant.revoke, registration.set,
 installations.import, webhook.rotate-secret, operator-keys.change) with who (the admin token's
-sub and jti, or the CLI's --as), when, on what and with what outcome.`,
+sub, and its jti in the TOKEN ID column; the CLI's --as, with no token), when, on what and with
+what outcome.`,
 
   async run(args, io, env) {
     const { values } = parseOptions(args, {
@@ -256,8 +273,8 @@ sub and jti, or the CLI's --as), when, on what and with what outcome.`,
     }
     io.out(
       table(
-        ['AT', 'OPERATOR', 'SOURCE', 'ACTION', 'TARGET', 'OUTCOME'],
-        page.entries.map((e) => [e.at, e.operator, e.source, e.action, dash(e.target), e.outcome]),
+        ['AT', 'OPERATOR', 'TOKEN ID', 'SOURCE', 'ACTION', 'TARGET', 'OUTCOME'],
+        page.entries.map((e) => [e.at, e.operator, dash(e.tokenId), e.source, e.action, dash(e.target), e.outcome]),
       ),
     );
     io.err(

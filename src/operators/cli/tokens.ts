@@ -1,3 +1,4 @@
+import { ClaimText, MAX_CLAIM_LENGTH } from '../../operator-keys/verify.js';
 import { MAX_ADMIN_TOKEN_SECONDS } from '../admin-tokens.js';
 import { signAdminToken, signGrant } from '../sign.js';
 import { type Command, cliConfig, parseOptions, positiveNumber, requireOption, UsageError } from './command.js';
@@ -5,13 +6,15 @@ import { readSigningKey } from './signing-key.js';
 
 /** Ten years: a grant is re-issued long before, but a typo of an extra digit is caught. */
 const MAX_GRANT_DAYS = 3660;
-const MAX_SUBJECT_LENGTH = 256;
 const MAX_ADMIN_MINUTES = MAX_ADMIN_TOKEN_SECONDS / 60;
 const DEFAULT_ADMIN_MINUTES = 10;
 
 function subject(value: string | undefined): string {
   const sub = requireOption(value, '--sub');
-  if (sub.length > MAX_SUBJECT_LENGTH) throw new UsageError(`--sub must be at most ${MAX_SUBJECT_LENGTH} characters`);
+  // The broker's own rule for `sub`: the CLI never signs a token the broker would refuse.
+  if (!ClaimText.safeParse(sub).success) {
+    throw new UsageError(`--sub must be well-formed text of at most ${MAX_CLAIM_LENGTH} characters, with no control characters`);
+  }
   return sub;
 }
 

@@ -1,7 +1,8 @@
 import { systemClock } from '../../clock.js';
 import { type ComposioGateway, gatewayForProject } from '../../composio/index.js';
 import type { Config } from '../../config.js';
-import { rotateSecret } from '../actions.js';
+import type { Rotation } from '../../intake/webhook-secrets.js';
+import { rotateSecret, type SecretRotation } from '../actions.js';
 import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions, UsageError } from './command.js';
 import { cliLogger, withBrokerDatabase } from './database.js';
 
@@ -18,26 +19,56 @@ function printSecret(io: CliIo, secret: string, note: string): void {
   io.err(note);
 }
 
+const OPTIONS = { 'keep-old-for': { type: 'string' }, as: { type: 'string' } } as const;
+
 export const webhookSubscribe: Command = {
   name: 'webhook subscribe',
   summary: "point the Composio project's webhooks at PUBLIC_URL/v1/webhooks/composio",
-  usage: `Usage: npm run cli -- webhook subscribe
+  usage: `Usage: npm run cli -- webhook subscribe [--keep-old-for 24h] [--as NAME]
 
-Creates or updates the project's one webhook subscription (V3; trigger messages and expired
-accounts) to deliver to PUBLIC_URL/v1/webhooks/composio. When Composio answers with the signing
-secret it is printed on stdout: put it in COMPOSIO_WEBHOOK_SECRET on every broker (later
-rotations need no restart: see "webhook rotate-secret").
-Needs COMPOSIO_API_KEY and PUBLIC_URL.`,
+Creates the project's one webhook subscription (V3; trigger messages and expired accounts), or
+updates the one there is, to deliver to PUBLIC_URL/v1/webhooks/composio. Composio shows a
+subscription's signing secret in full only when it makes one (create, rotate) and masked in every
+other answer, so the secret printed on stdout is always one Composio has just made, and stderr
+says how it was obtained:
+  - created: the secret the creation answered; put it in COMPOSIO_WEBHOOK_SECRET on every broker.
+  - updated: the secret is rotated as "webhook rotate-secret" does: every broker accepts the new
+    one at once (through the database), the ones accepted until now for --keep-old-for more.
+
+  --keep-old-for  when an existing subscription's secret is rotated: how long the old secrets
+                  stay accepted (default 24h, at most 30d)
+
+Needs COMPOSIO_API_KEY and PUBLIC_URL, and for an existing subscription the brokers' database,
+found as "webhook rotate-secret" finds it. COMPOSIO_WEBHOOK_SECRET is neither needed nor read.`,
 
   async run(args, io, env) {
-    parseOptions(args, {});
-    const { composio, webhookUrl } = gatewayFor(cliConfig(env), io);
+    const { values } = parseOptions(args, OPTIONS);
+    const keepOldForMs = overlapMs(values['keep-old-for'] ?? '24h');
+    const operator = cliOperator(values.as, env);
+    const config = cliConfig(env);
+    const { composio, webhookUrl } = gatewayFor(config, io);
     const subscription = await composio.setWebhookSubscription(webhookUrl);
     if (subscription.secret) {
-      printSecret(io, subscription.secret, `subscription ${subscription.id} delivers to ${webhookUrl}; its signing secret is above\n`);
-    } else {
-      io.err(`subscription ${subscription.id} delivers to ${webhookUrl}; Composio did not show its secret (use "webhook rotate-secret")\n`);
+      printSecret(
+        io,
+        subscription.secret,
+        `subscription ${subscription.id} created; it delivers to ${webhookUrl}. The signing secret above came with its creation: ` +
+          'put it in COMPOSIO_WEBHOOK_SECRET on every broker\n',
+      );
+      return 0;
     }
+    // What Composio answered for the secret is a mask (or nothing): a real one only comes from a rotation.
+    io.err(
+      `subscription ${subscription.id} ${subscription.created ? 'created' : 'updated'}; it delivers to ${webhookUrl}. ` +
+        'Composio shows its secret only masked, so a new one is obtained by rotating it (rotate_secret)\n',
+    );
+    // Already pointed at the URL a moment ago: the rotation need not set it again.
+    const known = {
+      setWebhookSubscription: async () => subscription,
+      rotateWebhookSecret: (id: string) => composio.rotateWebhookSecret(id),
+    };
+    const rotation = await rotateThroughDatabase(config, io, operator, { composio: known, webhookUrl, keepOldForMs });
+    printSecret(io, rotation.secret, rotatedNote(rotation));
     return 0;
   },
 };
@@ -63,11 +94,14 @@ running, and refuses no delivery:
   1. tells every broker (through the database) that a rotation is under way, so a delivery
      signed with the secret Composio is about to make is held, not refused, until step 3;
   2. asks Composio for the new secret;
-  3. stores it as accepted in the database (every broker follows within a second), and keeps
-     the secrets accepted until now (stored ones and COMPOSIO_WEBHOOK_SECRET) accepted for
-     --keep-old-for more, after which they are refused by themselves.
-Nothing needs restarting; COMPOSIO_WEBHOOK_SECRET may keep its old value. The new secret is
-printed on stdout (keep it as a spare; the brokers already have it).
+  3. stores it as accepted in the database (every broker follows within a second), and gives
+     every secret the brokers accepted until now (the stored ones, each broker's own
+     COMPOSIO_WEBHOOK_SECRET among them: a broker stores those at start) an end --keep-old-for
+     later, after which they are refused by themselves. Nothing else is stored: the command
+     never takes a secret from its own environment.
+Nothing needs restarting; COMPOSIO_WEBHOOK_SECRET may keep its old value on the brokers, and the
+command needs none. The new secret is printed on stdout (keep it as a spare; the brokers already
+have it).
 
   --keep-old-for  how long deliveries signed with the old secret stay accepted: 30m, 24h, 2d
                   (default 24h, at most 30d)
@@ -76,24 +110,27 @@ Needs COMPOSIO_API_KEY, PUBLIC_URL and the brokers' database (DATABASE_URL, or D
 embedded Postgres while no broker runs on it).`,
 
   async run(args, io, env) {
-    const { values } = parseOptions(args, { 'keep-old-for': { type: 'string' }, as: { type: 'string' } });
+    const { values } = parseOptions(args, OPTIONS);
     const keepOldForMs = overlapMs(values['keep-old-for'] ?? '24h');
     const operator = cliOperator(values.as, env);
     const config = cliConfig(env);
     const { composio, webhookUrl } = gatewayFor(config, io);
-    const rotation = await withBrokerDatabase(config, cliLogger(config, io), (database) =>
-      rotateSecret(
-        { database, clock: systemClock },
-        { operator, tokenId: null, source: 'cli' },
-        { composio, environmentSecrets: config.composio.webhookSecrets, webhookUrl, keepOldForMs },
-      ),
-    );
-    printSecret(
-      io,
-      rotation.secret,
-      `new signing secret for subscription ${rotation.subscriptionId} above: every broker accepts it now; ` +
-        `the old ones are accepted until ${rotation.oldExpireAt.toISOString()}\n`,
-    );
+    const rotation = await rotateThroughDatabase(config, io, operator, { composio, webhookUrl, keepOldForMs });
+    printSecret(io, rotation.secret, rotatedNote(rotation));
     return 0;
   },
 };
+
+/** The rotation (`rotateSecret`), against the brokers' database: only the secret Composio answers is added. */
+function rotateThroughDatabase(config: Config, io: CliIo, operator: string, rotation: SecretRotation): Promise<Rotation> {
+  return withBrokerDatabase(config, cliLogger(config, io), (database) =>
+    rotateSecret({ database, clock: systemClock }, { operator, tokenId: null, source: 'cli' }, rotation),
+  );
+}
+
+function rotatedNote(rotation: Rotation): string {
+  return (
+    `new signing secret for subscription ${rotation.subscriptionId} above, from rotate_secret: every broker accepts it now; ` +
+    `the old ones are accepted until ${rotation.oldExpireAt.toISOString()}\n`
+  );
+}

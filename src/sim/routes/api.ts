@@ -159,11 +159,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
       { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
       { defaultLimit: 20, maxLimit: 50 },
     );
-    return { ...page, items: page.items.map(subscriptionWire) };
+    return { ...page, items: page.items.map((s) => subscriptionWire(s)) };
   });
   app.get(`${V31}/webhook_subscriptions/event_types`, async () => ({ items: EVENT_TYPES }));
   app.post(`${V31}/webhook_subscriptions`, async (req: Req, reply) =>
-    created(reply, subscriptionWire(createSubscription(store, req.body))),
+    created(reply, subscriptionWire(createSubscription(store, req.body), { fullSecret: true })),
   );
   app.get(`${V31}/webhook_subscriptions/:id`, async (req: Req) => subscriptionWire(getSubscription(store, req.params.id as string)));
   app.patch(`${V31}/webhook_subscriptions/:id`, async (req: Req) =>

@@ -1,0 +1,24 @@
+import type { FastifyRequest } from 'fastify';
+import { tooManyRequests } from '../errors.js';
+import { bearerToken } from '../http/authenticate.js';
+import { hashToken } from './tokens.js';
+
+/**
+ * The same count per installation, decided from the presented token before the token is looked
+ * up: a client flooding a route that costs little but the lookup (the check-in) is turned away
+ * before each request costs a query. An installation has one token, so this is its count; a
+ * request without a token is not counted (it is refused at once, without a query). The key
+ * holds the token's hash, never the token.
+ */
+export function perTokenLimit(max: number, message: string) {
+  return {
+    rateLimit: {
+      hook: 'onRequest' as const,
+      max,
+      timeWindow: 60_000,
+      allowList: (request: FastifyRequest) => bearerToken(request) === null,
+      keyGenerator: (request: FastifyRequest) => `token:${hashToken(bearerToken(request) ?? '')}`,
+      errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) => tooManyRequests(message, context.ttl / 1000),
+    },
+  };
+}
