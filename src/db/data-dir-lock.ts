@@ -1,5 +1,6 @@
 import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { readIfPresent } from './read-if-present.js';
 
 /**
  * One process at a time on a data folder. The lock is a file, `broker.pid`, holding the owner's
@@ -93,13 +94,8 @@ function createExclusively(file: string, owner: Owner): boolean {
 
 /** The lock's owner; null for an unreadable file (treated as stale); undefined when there is none. */
 function readOwner(file: string): Owner | null | undefined {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
+  const text = readIfPresent(file);
+  if (text === undefined) return undefined;
   const [pidLine, startedLine] = text.split('\n');
   const pid = Number.parseInt(pidLine ?? '', 10);
   if (!Number.isInteger(pid) || pid <= 0 || String(pid) !== pidLine?.trim()) return null;

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
-import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { arch, platform } from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { readIfPresent } from './read-if-present.js';
 
 /**
  * The embedded Postgres's password: generated once for each data folder, kept in the folder as
@@ -52,13 +53,8 @@ export async function ensureFolderPassword(options: {
 }
 
 function readSecret(file: string): string | undefined {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
+  const text = readIfPresent(file);
+  if (text === undefined) return undefined;
   // A copy that lost its mode (a restored backup) is closed again rather than left readable.
   if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
   const password = text.trim();
