@@ -20,19 +20,21 @@ afterAll(() => database.drop());
 
 const QUOTA = 5;
 
+/** A message as the batcher sends it; `data` becomes its delivery's `payload.data`. */
 function message(trigger: TestTrigger, at: Date, overrides: Record<string, unknown> = {}) {
+  const { data = { n: Math.random() }, ...rest } = overrides;
   return {
     eventId: `msg_${randomUUID()}`,
     triggerId: trigger.composioTriggerId,
     userId: trigger.composioUserId,
-    data: { n: Math.random() },
+    payload: { type: 'composio.trigger.message', data },
     receivedAt: at.toISOString(),
     day: quotaDay(at).day,
     resetsAt: quotaDay(at).resetsAt.toISOString(),
     quotaEventId: quotaExceededEventId(quotaDay(at).day),
     quotaStandard: QUOTA,
     quotaPaid: QUOTA * 10,
-    ...overrides,
+    ...rest,
   };
 }
 
@@ -175,7 +177,9 @@ describe('a batch of trigger messages', () => {
   it('still ingests through the previous release’s function, for its processes during a rolling deploy', async () => {
     const trigger = await installationWithTrigger(database);
     const at = new Date();
-    const legacy = { ...message(trigger, at), filterChecked: false };
+    // The previous release's message: `data` itself, not the delivery it came in.
+    const { payload, ...current } = message(trigger, at);
+    const legacy = { ...current, data: payload.data, filterChecked: false };
     const rows = await database.sql<Row[]>`
       select ordinal, outcome, installation, queued from omb_ingest_trigger_messages(${JSON.stringify([legacy])}::text::jsonb)`;
     expect(rows.map((r) => [r.ordinal, r.outcome, r.queued])).toEqual([[1, 'accepted', 'trigger.event']]);
