@@ -153,6 +153,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock: deps.clock,
     logger,
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
+    mcpRequestsPerMinute: config.limits.mcpRequestsPerMinute,
+    mcpTimeoutMs: config.composio.mcpTimeoutMs,
     mcpBodyLimitBytes: config.limits.mcpBodyLimitBytes,
     noteSignInLink: signInLinkNoter(database.db, deps.clock),
   });

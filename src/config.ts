@@ -132,6 +132,11 @@ export const EnvSchema = z.object({
   COMPOSIO_TIMEOUT_MS: int(100, 120_000)
     .default(15_000)
     .describe("the deadline for all of one request's Composio calls together (waiting for budget included)"),
+  MCP_TIMEOUT_MS: int(100, 3_600_000)
+    .default(300_000)
+    .describe(
+      "how long `/v1/mcp` waits for the MCP server's status and headers (tool calls may take minutes), and for each next piece of a streamed answer; a stream that keeps sending is never cut. In place of `COMPOSIO_TIMEOUT_MS` for the MCP request itself",
+    ),
   SANDBOX_HOST: z
     .string()
     .min(1)
@@ -162,6 +167,11 @@ export const EnvSchema = z.object({
   CONNECTOR_REQUESTS_PER_MINUTE: int(1, 1_000_000)
     .default(120)
     .describe('connected-app (and trigger) requests per installation, per route'),
+  MCP_REQUESTS_PER_MINUTE: int(1, 1_000_000)
+    .default(600)
+    .describe(
+      'MCP requests (`/v1/mcp`) per installation, apart from `CONNECTOR_REQUESTS_PER_MINUTE`; notifications, pings and answers to the server (JSON-RPC messages without a request `id`, `method: "ping"`) do not count',
+    ),
   BAD_WEBHOOKS_PER_MINUTE: int(1, 1_000_000).default(600).describe('bad webhook signatures per source address before `429`'),
   CHECK_INS_PER_MINUTE: int(1, 1_000_000)
     .default(30)
@@ -199,6 +209,11 @@ export const EnvSchema = z.object({
     .default(15)
     .describe(
       'how often one broker process looks for triggers whose account was reconnected under its label (see [Triggers](api.md#triggers))',
+    ),
+  TRIGGER_RECONCILE_MINUTES: int(1, 10_080)
+    .default(60)
+    .describe(
+      "how long one broker process waits, after start (15 s) and after each sweep, before reconciling every trigger with Composio's again: lost ones are made again, stopped ones shown and announced, unowned ones deleted after a day (see [Reconciliation](events.md#reconciliation-with-composio)); a sweep uses a tenth of `COMPOSIO_CALLS_PER_MINUTE`",
     ),
 
   METRICS_TOKEN: optionalString.describe('bearer token that opens `/metrics` on the public address. Unset: refused there'),
@@ -243,6 +258,8 @@ export interface Config {
     readonly webhookSecrets: readonly string[];
     readonly callsPerMinute: number;
     readonly timeoutMs: number;
+    /** The MCP request's own deadline for status and headers, and for each silence of its body. */
+    readonly mcpTimeoutMs: number;
     /** The simulator's port in sandbox mode: stable (PORT + 1) so consent links outlive a restart; 0 picks a free one. */
     readonly sandboxPort: number;
     /** Where the simulator listens in sandbox mode (`0.0.0.0` in a container, port published). */
@@ -257,6 +274,8 @@ export interface Config {
   readonly limits: {
     readonly registrationsPerMinute: number;
     readonly connectorRequestsPerMinute: number;
+    /** MCP requests per installation per minute (notifications and pings not counted). */
+    readonly mcpRequestsPerMinute: number;
     readonly badWebhooksPerMinute: number;
     /** Polls and acknowledgements per installation per minute (`/v1/events`, `/v1/events/ack`, each counted). */
     readonly eventRequestsPerMinute: number;
@@ -277,7 +296,11 @@ export interface Config {
   /** How long the operators' audit trail is kept. */
   readonly auditRetentionDays: number;
   /** How often triggers that lost their account are checked for a reconnect under their label. */
-  readonly triggers: { readonly reconnectCheckSeconds: number };
+  readonly triggers: {
+    readonly reconnectCheckSeconds: number;
+    /** Minutes between the end of one reconciliation with Composio and the start of the next. */
+    readonly reconcileMinutes: number;
+  };
   readonly metrics: {
     readonly token: string | undefined;
     readonly host: string | undefined;
@@ -381,6 +404,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       webhookSecrets: Object.freeze(webhookSecrets),
       callsPerMinute: e.COMPOSIO_CALLS_PER_MINUTE,
       timeoutMs: e.COMPOSIO_TIMEOUT_MS,
+      mcpTimeoutMs: e.MCP_TIMEOUT_MS,
       sandboxPort: e.SANDBOX_PORT ?? (e.PORT === 0 || e.PORT === 65535 ? 0 : e.PORT + 1),
       sandboxHost: e.SANDBOX_HOST,
     }),
@@ -389,6 +413,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     limits: Object.freeze({
       registrationsPerMinute: e.REGISTRATIONS_PER_MINUTE,
       connectorRequestsPerMinute: e.CONNECTOR_REQUESTS_PER_MINUTE,
+      mcpRequestsPerMinute: e.MCP_REQUESTS_PER_MINUTE,
       badWebhooksPerMinute: e.BAD_WEBHOOKS_PER_MINUTE,
       eventRequestsPerMinute: e.EVENT_REQUESTS_PER_MINUTE,
       checkInsPerMinute: e.CHECK_INS_PER_MINUTE,
@@ -403,7 +428,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       pollsPerInstallation: e.POLLS_PER_INSTALLATION,
     }),
     auditRetentionDays: e.AUDIT_RETENTION_DAYS,
-    triggers: Object.freeze({ reconnectCheckSeconds: e.TRIGGER_RECONNECT_CHECK_SECONDS }),
+    triggers: Object.freeze({
+      reconnectCheckSeconds: e.TRIGGER_RECONNECT_CHECK_SECONDS,
+      reconcileMinutes: e.TRIGGER_RECONCILE_MINUTES,
+    }),
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,

@@ -16,6 +16,7 @@ import { startAuditRetentionJob } from './operators/audit-retention.js';
 import { startRetentionJob } from './retention/retention.js';
 import { createEventsRuntime } from './runtime.js';
 import { startSandbox, type TriggerOwner } from './sim/index.js';
+import { startReconcileJob } from './triggers/reconcile-job.js';
 import { startReconnectJob } from './triggers/reconnect-job.js';
 import { findTriggerByComposioId } from './triggers/store.js';
 
@@ -103,6 +104,20 @@ async function main(): Promise<void> {
       intervalMs: config.triggers.reconnectCheckSeconds * 1000,
     });
     closers.push(() => reconnect.stop());
+    const reconcile = startReconcileJob({
+      db: database.db,
+      sql: database.sql,
+      composio: composio.gateway,
+      log: logger.child({ component: 'trigger-reconcile' }),
+      clock: systemClock,
+      intervalMs: config.triggers.reconcileMinutes * 60_000,
+      callsPerMinute: config.composio.callsPerMinute,
+      timeoutMs: config.composio.timeoutMs,
+      notifier: events.notifier,
+      onRepair: (kind) => metrics.triggerRepairs.inc({ kind }),
+      onQueued: (type) => metrics.eventsQueued.inc({ type }),
+    });
+    closers.push(() => reconcile.stop());
 
     // The grace period bounds the requests; the margin is for closing the database and Postgres after them.
     // The stop signals and the ignored ones are handled below (see stopOnSignals, ignoreSignals);

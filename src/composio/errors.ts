@@ -101,16 +101,36 @@ export function retryAfterMs(error: unknown): number | undefined {
   return api.headers ? retryAfterFromHeaders(api.headers) : DEFAULT_RATE_LIMIT_PAUSE_MS;
 }
 
-/** The pause a 429's headers ask for; Composio's default when they say nothing usable. */
+/**
+ * The pause a 429's headers ask for. Composio documents `Retry-After` (seconds until its window
+ * resets); `retry-after-ms` and an HTTP date are read too. Without a usable one, a window the
+ * headers say is spent (`X-RateLimit-Remaining: 0`) is waited out for its size
+ * (`X-RateLimit-Window-Size`, e.g. `600s`), at most `MAX_WINDOW_PAUSE_MS`, so one probe a minute
+ * at most meets the limit again; otherwise a short default pause.
+ */
 export function retryAfterFromHeaders(headers: Headers): number {
   const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
   if (Number.isFinite(ms) && ms >= 0) return ms;
   const value = headers.get('retry-after');
-  if (value === null || value.trim() === '') return DEFAULT_RATE_LIMIT_PAUSE_MS;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? DEFAULT_RATE_LIMIT_PAUSE_MS : Math.max(0, at - Date.now());
+  if (value !== null && value.trim() !== '') {
+    const seconds = Number(value);
+    if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+    const at = Date.parse(value);
+    if (!Number.isNaN(at)) return Math.max(0, at - Date.now());
+  }
+  return windowPauseMs(headers) ?? DEFAULT_RATE_LIMIT_PAUSE_MS;
+}
+
+/** At most this long for a spent window with no `Retry-After`: a minute, then one call tries again. */
+const MAX_WINDOW_PAUSE_MS = 60_000;
+
+/** `X-RateLimit-Window-Size` (`600s`, `600`, `10m`) when `X-RateLimit-Remaining` says none are left. */
+function windowPauseMs(headers: Headers): number | undefined {
+  if (headers.get('x-ratelimit-remaining')?.trim() !== '0') return undefined;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/i.exec(headers.get('x-ratelimit-window-size') ?? '');
+  if (!match) return undefined;
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(match[2] ?? 's').toLowerCase() as 'ms' | 's' | 'm' | 'h'];
+  return Math.min(Number(match[1]) * unit, MAX_WINDOW_PAUSE_MS);
 }
 
 /**
@@ -121,6 +141,12 @@ export function isConnectionFailure(error: unknown): boolean {
   if (isTimeout(error)) return false;
   const api = findApiError(error);
   return api instanceof APIConnectionError && !(api instanceof APIConnectionTimeoutError);
+}
+
+/** The HTTP status Composio answered with, when what was thrown is (or wraps) its answer. */
+export function composioStatus(error: unknown): number | undefined {
+  const api = findApiError(error);
+  return api instanceof APIConnectionError ? undefined : api?.status;
 }
 
 /** Composio (or the budget for it) says wait; the sentence names the wait the client is told. */
@@ -156,7 +182,11 @@ function findApiError(error: unknown): APIError | undefined {
   return undefined;
 }
 
-/** Composio's error body is `{error: {message, code, status, request_id, suggested_fix?}}`. */
+/**
+ * Composio's error body is `{error: {message, code, status, request_id, suggested_fix?}}`; its
+ * 429 is flat, `{message: "Rate limit exceeded. Limit: …"}` (composio-api.md §10 row 8). Both
+ * are read.
+ */
 function readBody(error: APIError): { message: string; code: number | undefined } {
   const body: unknown = error.error;
   const inner = isRecord(body) && isRecord(body.error) ? body.error : isRecord(body) ? body : {};

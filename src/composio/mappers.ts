@@ -18,7 +18,7 @@ import {
 type Raw<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 type RawSession = Raw<Client['toolRouter']['session']['create']> | Raw<Client['toolRouter']['session']['retrieve']>;
 type RawSessionToolkit = Raw<Client['toolRouter']['session']['toolkits']>['items'][number];
-type RawAccount = Raw<Client['connectedAccounts']['retrieve']> | Raw<Client['connectedAccounts']['list']>['items'][number];
+type RawAccount = Raw<Client['connectedAccounts']['list']>['items'][number];
 type RawLink = Raw<Client['toolRouter']['session']['link']>;
 type RawTriggerType = Raw<Client['triggersTypes']['retrieve']>;
 type RawTriggerTypeItem = Raw<Client['triggersTypes']['list']>['items'][number];
@@ -56,14 +56,18 @@ export function toSessionToolkit(raw: RawSessionToolkit): SessionToolkit {
   };
 }
 
-export function toConnectedAccount(raw: RawAccount): ConnectedAccount {
+/**
+ * `owner` is the user the list was filtered by. The answer's own `user_id` is never read:
+ * Composio deprecates it and stops sending it.
+ */
+export function toConnectedAccount(raw: RawAccount, owner: string): ConnectedAccount {
   const alias: unknown = (raw as { alias?: unknown }).alias;
   return {
     id: raw.id,
     alias: typeof alias === 'string' && alias !== '' ? alias : null,
     status: toStatus(raw.status),
     toolkit: raw.toolkit.slug,
-    userId: raw.user_id,
+    userId: owner,
     createdAt: raw.created_at,
   };
 }

@@ -48,15 +48,20 @@ export interface ConnectedAccount {
   readonly status: ConnectedAccountStatus;
   /** Toolkit slug, e.g. `gmail`. */
   readonly toolkit: string;
-  /** The Composio user that owns the account; callers use it to prove ownership. */
+  /**
+   * The Composio user the account was listed for: the list's `user_ids` filter, which is what
+   * proves ownership. Composio's answers no longer name the owner (`user_id` is deprecated).
+   */
   readonly userId: string;
   readonly createdAt: string;
 }
 
+/** Accounts are only ever listed for one user: the filter is the proof of whose they are. */
 export interface ConnectedAccountQuery extends PageRequest {
   readonly userId: string;
   readonly toolkitSlugs?: readonly string[] | undefined;
   readonly statuses?: readonly ConnectedAccountStatus[] | undefined;
+  readonly connectedAccountIds?: readonly string[] | undefined;
 }
 
 /** A sign-in link for a new connected account (Composio's hosted consent flow). */
@@ -122,7 +127,14 @@ export interface ComposioGateway {
   getSession(sessionId: string): Promise<ToolRouterSession>;
   listSessionToolkits(
     sessionId: string,
-    page: PageRequest & { readonly toolkits?: readonly string[] | undefined },
+    page: PageRequest & {
+      readonly toolkits?: readonly string[] | undefined;
+      /**
+       * Only toolkits with a connected account (`true`): a Session holds every toolkit of the
+       * catalog (1,000+), so an inventory asks for these rather than sweeping them all.
+       */
+      readonly isConnected?: boolean | undefined;
+    },
   ): Promise<Page<SessionToolkit>>;
   createLink(
     sessionId: string,
@@ -132,7 +144,11 @@ export interface ComposioGateway {
 
   // Connected accounts
   listConnectedAccounts(query: ConnectedAccountQuery): Promise<Page<ConnectedAccount>>;
-  getConnectedAccount(id: string): Promise<ConnectedAccount>;
+  /**
+   * The account, if it is `userId`'s (one list call filtered by user and id); `null` when it
+   * does not exist or is someone else's, which look alike on purpose.
+   */
+  findConnectedAccount(userId: string, id: string): Promise<ConnectedAccount | null>;
   /** Revokes the account's tokens at the provider (when asked and possible), then deletes it. */
   deleteConnectedAccount(id: string, options: { readonly revoke: boolean }): Promise<{ revoked: boolean }>;
 
@@ -149,19 +165,24 @@ export interface ComposioGateway {
   setWebhookSubscription(url: string): Promise<WebhookSubscription>;
   rotateWebhookSecret(subscriptionId: string): Promise<{ secret: string }>;
 
-  /** Composio's toolkit catalog page, as Composio sends it. */
+  /**
+   * Composio's whole toolkit catalog (every page, followed to the end), answered as one page in
+   * Composio's own envelope: `{items, next_cursor: null, total_pages: 1, current_page: 1, total_items}`.
+   */
   getCatalog(): Promise<unknown>;
 
   /**
    * Sends one request to a Session's MCP endpoint with the project key, within the call budget
    * and deadline like any other call. The deadline covers the answer's status and headers
-   * only: tool calls stream for minutes, so the caller's signal bounds the body. Composio's own
+   * only: tool calls stream for minutes, so the caller's signal bounds the body. `timeoutMs`,
+   * when given, is that deadline in place of the request's Composio one (a tool call may take
+   * minutes before its first byte). Composio's own
    * failures (an untrusted host, unreachable, a 404 to a request outside any MCP session, 429,
    * 5xx) are thrown as `ComposioFailure`s; the MCP server's answers come back as they are.
    */
   fetchMcp(
     url: string,
-    init: { method: string; headers: Record<string, string>; body?: Uint8Array; signal: AbortSignal },
+    init: { method: string; headers: Record<string, string>; body?: Uint8Array; signal: AbortSignal; timeoutMs?: number },
   ): Promise<Response>;
   /** Whether a URL (MCP endpoint, consent link) may be handed to or fetched for a client. */
   isTrustedHost(url: string): boolean;

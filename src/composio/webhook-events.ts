@@ -27,6 +27,15 @@ export type WebhookEvent =
       readonly userId: string | null;
       readonly toolkit: string | null;
     }
+  | {
+      readonly type: 'composio.trigger.disabled';
+      readonly id: string;
+      readonly timestamp: string;
+      /** The `ti_…` id Composio stopped: the only thing that routes it. */
+      readonly triggerId: string;
+      /** `data.disabled_reason` as Composio sent it (`connection_expired`, `subscription_auth_failure`, …). */
+      readonly reason: string;
+    }
   | { readonly type: 'other'; readonly id: string; readonly timestamp: string; readonly eventType: string };
 
 const Envelope = z.object({
@@ -53,6 +62,19 @@ const ExpiredAccount = z.object({
   user_id: z.string().min(1).nullish().catch(undefined),
   toolkit: z.object({ slug: z.string() }).optional(),
 });
+
+/**
+ * `composio.trigger.disabled`: Composio stopped a trigger by itself. Its documented part is
+ * `data.disabled_reason`; the trigger's id is read from `data.trigger_id`, else `data.id`, else
+ * `metadata.trigger_id`, as the docs do not fix which of them carries it. A reason Composio adds
+ * later is kept as sent (bounded); a missing one is `unknown`.
+ */
+const DisabledTrigger = z.object({
+  trigger_id: z.string().min(1).optional().catch(undefined),
+  id: z.string().min(1).optional().catch(undefined),
+  disabled_reason: z.string().min(1).max(100).optional().catch(undefined),
+});
+const DisabledTriggerMetadata = z.object({ trigger_id: z.string().min(1).optional().catch(undefined) });
 
 export function parseWebhookEvent(
   rawBody: Buffer | string,
@@ -98,6 +120,12 @@ export function parseWebhookEvent(
         toolkit: account.data.toolkit?.slug ?? null,
       },
     };
+  }
+  if (type === 'composio.trigger.disabled') {
+    const fields = DisabledTrigger.parse(data);
+    const triggerId = fields.trigger_id ?? fields.id ?? DisabledTriggerMetadata.parse(metadata).trigger_id;
+    if (triggerId === undefined) return { ok: false, reason: 'invalid_payload' };
+    return { ok: true, event: { type, id, timestamp, triggerId, reason: fields.disabled_reason ?? 'unknown' } };
   }
   return { ok: true, event: { type: 'other', id, timestamp, eventType: type } };
 }

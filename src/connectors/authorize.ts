@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
 import type { ComposioGateway, ConnectedAccount } from '../composio/index.js';
-import { ComposioFailure } from '../composio/index.js';
+import { ComposioFailure, isComposioNotFound } from '../composio/index.js';
 import type { Db } from '../db/database.js';
 import { badRequest, conflict } from '../errors.js';
 import type { Installation } from '../installations/installations.js';
 import { listAccounts } from './inventory.js';
 import { isOwnLabel, RETRY_LABEL_PREFIX, sameAlias } from './patterns.js';
 import { withSession } from './session.js';
+import { isAbandonedSignIn } from './sign-ins.js';
 
 /** At most this many usable accounts per app (Composio's multi-account cap we configure). */
 export const MAX_ACCOUNTS_PER_TOOLKIT = 5;
@@ -17,7 +19,9 @@ const USABLE: ReadonlySet<string> = new Set(['ACTIVE', 'INITIATED', 'INITIALIZIN
 
 /** An account counts as working when it is `ACTIVE` or Composio did not say. */
 const isWorking = (account: ConnectedAccount) => account.status === 'ACTIVE' || !account.status;
-const isUsable = (account: ConnectedAccount) => !account.status || USABLE.has(account.status);
+/** A sign-in whose link expired unfinished can no longer start working, whatever its status says. */
+const isUsable = (account: ConnectedAccount, now: Date) =>
+  (!account.status || USABLE.has(account.status)) && !isAbandonedSignIn(account, now);
 
 /**
  * Told of every sign-in link made, with its label (`''` for none or a retry label), so that
@@ -30,6 +34,8 @@ export interface AuthorizeContext {
   readonly db: Db;
   readonly composio: ComposioGateway;
   readonly noteSignInLink: NoteSignInLink;
+  /** Tells abandoned sign-ins (older than their link's ten minutes) from ones still under way. */
+  readonly clock: Clock;
   /** The request's log: the link made, and a note that could not be written. */
   readonly log: Pick<Logger, 'info' | 'warn'>;
 }
@@ -49,7 +55,9 @@ export interface AuthorizeResult {
  *   retry gets a unique `omb-retry-…` label;
  * - a label held only by accounts that don't work is freed (revoked and deleted) and reused;
  *   a label a working account holds is a conflict;
- * - at most five usable accounts, not counting the ones being replaced.
+ * - at most five usable accounts, not counting the ones being replaced nor abandoned sign-ins
+ *   (unfinished after their link's ten minutes), which are deleted when Composio would count
+ *   them against its own cap.
  *
  * The link made is noted for the triggers waiting for a reconnect; a note that cannot be written
  * is logged and the link answered all the same.
@@ -61,9 +69,9 @@ export async function authorize(
   requestedAlias: string | undefined,
 ): Promise<AuthorizeResult> {
   const { db, composio, log } = ctx;
-  const accounts = (await listAccounts(composio, installation.composioUserId, [toolkit])).filter(
-    (a) => a.userId === installation.composioUserId && a.toolkit === toolkit,
-  );
+  const now = ctx.clock.now();
+  // Listed for the installation's Composio user only: that filter is what makes them its own.
+  const accounts = (await listAccounts(composio, installation.composioUserId, [toolkit])).filter((a) => a.toolkit === toolkit);
 
   let alias: string | undefined = requestedAlias;
   let replaced: ConnectedAccount[] = [];
@@ -81,15 +89,20 @@ export async function authorize(
     replaced = holders;
   }
 
-  const usable = accounts.filter((a) => isUsable(a) && !replaced.includes(a));
+  const usable = accounts.filter((a) => isUsable(a, now) && !replaced.includes(a));
   if (usable.length >= MAX_ACCOUNTS_PER_TOOLKIT) {
     throw conflict(
       `${toolkit} already has ${MAX_ACCOUNTS_PER_TOOLKIT} accounts; disconnect one before adding another`,
       'too_many_accounts',
     );
   }
+  // Composio may still count abandoned sign-ins it left `INITIATED` against its own cap: when
+  // they would fill it, they go (nothing to revoke: they never signed in).
+  const abandoned = accounts.filter((a) => USABLE.has(a.status) && !isUsable(a, now) && !replaced.includes(a));
+  const cleared = usable.length + abandoned.length >= MAX_ACCOUNTS_PER_TOOLKIT ? abandoned : [];
 
   for (const account of replaced) await composio.deleteConnectedAccount(account.id, { revoke: true });
+  for (const account of cleared) await deleteIfThere(composio, account.id);
 
   const link = await withSession(db, composio, installation, (session) =>
     composio.createLink(session.sessionId, toolkit, alias === undefined ? {} : { alias }),
@@ -104,4 +117,13 @@ export async function authorize(
     log.warn({ err }, 'could not note the sign-in link for triggers waiting for a reconnect');
   });
   return { url: link.url, connectedAccountId: link.connectedAccountId, alias: alias ?? null, expiresAt: link.expiresAt };
+}
+
+/** Deletes an account that may have gone meanwhile (Composio cleaning up an abandoned sign-in). */
+async function deleteIfThere(composio: ComposioGateway, id: string): Promise<void> {
+  try {
+    await composio.deleteConnectedAccount(id, { revoke: false });
+  } catch (error) {
+    if (!isComposioNotFound(error)) throw error;
+  }
 }

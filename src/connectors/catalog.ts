@@ -6,12 +6,12 @@ import type { ComposioGateway } from '../composio/index.js';
 const FRESH_MS = 10 * 60 * 1000;
 
 /**
- * Composio's toolkit catalog, shared by every installation of this process: fetched at most
- * once per ten minutes (concurrent requests share one fetch), and the last copy is served
- * while Composio is briefly down.
+ * Composio's toolkit catalog, every page of it, shared by every installation of this process:
+ * fetched at most once per ten minutes (concurrent requests share one fetch), and the last copy
+ * is served while Composio is briefly down.
  */
 export class CatalogCache {
-  private copy: { body: unknown; fetchedAt: number } | undefined;
+  private copy: { body: unknown; fetchedAt: number; noAuth: ReadonlySet<string> } | undefined;
   private inFlight: Promise<unknown> | undefined;
 
   constructor(
@@ -35,9 +35,18 @@ export class CatalogCache {
     return this.view(now);
   }
 
+  /**
+   * The toolkits that need no sign-in (`no_auth`), from the same copy: an inventory shows them
+   * as connected without sweeping a Session's thousand toolkits for them.
+   */
+  async noAuthToolkits(): Promise<ReadonlySet<string>> {
+    await this.get();
+    return this.copy!.noAuth;
+  }
+
   private async refresh(): Promise<unknown> {
     const body = await this.composio.getCatalog();
-    this.copy = { body, fetchedAt: this.clock.now().getTime() };
+    this.copy = { body, fetchedAt: this.clock.now().getTime(), noAuth: noAuthSlugs(body) };
     return body;
   }
 
@@ -45,4 +54,17 @@ export class CatalogCache {
     const copy = this.copy!;
     return { body: copy.body, ageSeconds: Math.max(0, Math.floor((now - copy.fetchedAt) / 1000)) };
   }
+}
+
+/** The slugs of the catalog's toolkits marked `no_auth`; a body of another shape has none. */
+function noAuthSlugs(body: unknown): ReadonlySet<string> {
+  const items: unknown = typeof body === 'object' && body !== null ? (body as { items?: unknown }).items : undefined;
+  const slugs = new Set<string>();
+  if (!Array.isArray(items)) return slugs;
+  for (const item of items) {
+    if (typeof item !== 'object' || item === null) continue;
+    const { slug, no_auth: noAuth } = item as { slug?: unknown; no_auth?: unknown };
+    if (noAuth === true && typeof slug === 'string') slugs.add(slug);
+  }
+  return slugs;
 }

@@ -6,7 +6,8 @@ import { withSession } from './session.js';
 
 /**
  * Revokes and deletes one account — only after proving it belongs to this installation's
- * Composio user and to this app. Anything else (unknown id, someone else's) removes nothing.
+ * Composio user (found in that user's list) and to this app. Anything else (unknown id, someone
+ * else's) removes nothing.
  */
 export async function disconnectAccount(
   composio: ComposioGateway,
@@ -14,11 +15,8 @@ export async function disconnectAccount(
   toolkit: string,
   accountId: string,
 ): Promise<{ removed: 0 | 1 }> {
-  const account = await composio.getConnectedAccount(accountId).catch((error: unknown) => {
-    if (isComposioNotFound(error)) return null;
-    throw error;
-  });
-  if (!account || account.userId !== installation.composioUserId || account.toolkit !== toolkit) return { removed: 0 };
+  const account = await composio.findConnectedAccount(installation.composioUserId, accountId);
+  if (!account || account.toolkit !== toolkit) return { removed: 0 };
   try {
     await composio.deleteConnectedAccount(account.id, { revoke: true });
   } catch (error) {
@@ -44,14 +42,14 @@ export async function disconnectSelected(
 }
 
 /**
- * When an installation is removed: revoke and delete every connected account of its user.
- * Stops at the first failure other than "already gone", so the removal can be retried.
+ * When an installation is removed: revoke and delete every connected account of its user (the
+ * list filtered by that user is the proof they are its). Stops at the first failure other than
+ * "already gone", so the removal can be retried.
  */
 export async function revokeAllAccounts(composio: ComposioGateway, composioUserId: string): Promise<number> {
   const accounts = await listAccounts(composio, composioUserId);
   let removed = 0;
   for (const account of accounts) {
-    if (account.userId !== composioUserId) continue;
     try {
       await composio.deleteConnectedAccount(account.id, { revoke: true });
       removed += 1;

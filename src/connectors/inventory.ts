@@ -20,7 +20,7 @@ export interface ServiceView {
   accounts: AccountView[];
 }
 
-/** What Composio lists per page; the most it gives (and the first version used). */
+/** What Composio lists per page; the most it gives (composio-api.md §10 row 1). */
 const PAGE_SIZE = 50;
 /** A runaway cursor must not cost more than this many calls per sweep. */
 const MAX_PAGES = 20;
@@ -41,43 +41,70 @@ export async function sweep<T>(fetchPage: (cursor: string | undefined) => Promis
   return items;
 }
 
-/** Every connected account of the installation's Composio user (optionally for some toolkits). */
+/**
+ * Every connected account of the installation's Composio user (optionally for some toolkits).
+ * The list is asked for that user alone (`user_ids`): that filter is what makes them theirs.
+ */
 export function listAccounts(composio: ComposioGateway, userId: string, toolkits?: readonly string[]): Promise<ConnectedAccount[]> {
   return sweep((cursor) =>
     composio.listConnectedAccounts({ userId, cursor, limit: PAGE_SIZE, ...(toolkits ? { toolkitSlugs: toolkits } : {}) }),
   );
 }
 
+/** Which toolkits need no sign-in: the shared toolkit catalog (`CatalogCache`) knows. */
+export interface NoAuthToolkits {
+  noAuthToolkits(): Promise<ReadonlySet<string>>;
+}
+
 /**
- * The installation's whole multi-account inventory: the Session's toolkits (no-auth apps and
- * the account each has selected) merged with every connected account of the user. Exactly the
- * two paginated sweeps; when the project key may not list accounts, the Session's view alone.
+ * The installation's whole multi-account inventory, in a few calls however large the catalog:
+ * - every connected account of the user (one list, filtered by the user, 50 a page);
+ * - the Session's toolkits that have a connected account (`is_connected`), for the account
+ *   the Session has selected — not all of the Session's toolkits (1,000+, 20 pages and more);
+ * - the apps that need no sign-in, from the shared catalog (cached for every installation).
+ * Asked for some apps (`only`), the Session's view of just those says which need no sign-in.
+ * When the project key may not list accounts, the Session's view alone.
  */
 export async function inventory(
   db: Db,
   composio: ComposioGateway,
+  catalog: NoAuthToolkits,
   installation: Pick<Installation, 'id' | 'composioUserId'>,
   only?: readonly string[],
 ): Promise<Record<string, ServiceView>> {
-  const toolkits = await withSession(db, composio, installation, (session) =>
+  const sessionView = withSession(db, composio, installation, (session) =>
     sweep<SessionToolkit>((cursor) =>
-      composio.listSessionToolkits(session.sessionId, { cursor, limit: PAGE_SIZE, ...(only ? { toolkits: only } : {}) }),
+      composio.listSessionToolkits(session.sessionId, {
+        cursor,
+        limit: PAGE_SIZE,
+        ...(only ? { toolkits: only } : { isConnected: true }),
+      }),
     ),
   );
-  let accounts: ConnectedAccount[];
-  try {
-    accounts = await listAccounts(composio, installation.composioUserId, only);
-  } catch (error) {
+  const accountList = listAccounts(composio, installation.composioUserId, only).catch((error: unknown) => {
     if (!isComposioFailure(error, 'refused', 'forbidden')) throw error;
-    accounts = [];
-  }
-  return mergeInventory(toolkits, accounts, installation.composioUserId, only);
+    return [] as ConnectedAccount[];
+  });
+  const noAuth = only ? Promise.resolve(new Set<string>()) : catalog.noAuthToolkits();
+  // All three settle before a failure is thrown, so none is left running unobserved.
+  const [toolkits, accounts, noAuthSlugs] = await Promise.allSettled([sessionView, accountList, noAuth]);
+  return mergeInventory(settledValue(toolkits), settledValue(accounts), settledValue(noAuthSlugs), only);
 }
 
+function settledValue<T>(result: PromiseSettledResult<T>): T {
+  if (result.status === 'rejected') throw result.reason;
+  return result.value;
+}
+
+/**
+ * The accounts, the Session's toolkits and the no-auth apps, as one view per app. The accounts
+ * are the ones Composio listed for the installation's user (the `user_ids` filter); nothing here
+ * reads an owner from the answer (`user_id` is deprecated and may be absent).
+ */
 export function mergeInventory(
   toolkits: readonly SessionToolkit[],
   accounts: readonly ConnectedAccount[],
-  userId: string,
+  noAuth: ReadonlySet<string>,
   only?: readonly string[],
 ): Record<string, ServiceView> {
   const byToolkit = new Map<string, { noAuth: boolean; accounts: Map<string, AccountView & { createdAt: string }> }>();
@@ -89,9 +116,8 @@ export function mergeInventory(
     }
     return found;
   };
+  for (const slug of noAuth) entry(slug).noAuth = true;
   for (const account of accounts) {
-    // The list is asked for this user only; an account of anyone else is never shown.
-    if (account.userId !== userId) continue;
     entry(account.toolkit).accounts.set(account.id, {
       id: account.id,
       ...(account.alias ? { alias: account.alias } : {}),

@@ -12,15 +12,17 @@ const FORWARDED_REQUEST_HEADERS = ['accept', 'content-type', 'mcp-session-id', '
 /** Headers of the MCP server's answer the client reads. */
 const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version'];
 
-/** Tool calls may run for minutes; the client itself waits ten. */
-export const MCP_TIMEOUT_MS = 10 * 60 * 1000;
-
 export interface McpRequest {
   method: 'POST' | 'DELETE' | 'GET';
   headers: Record<string, string | string[] | undefined>;
   body: Buffer | undefined;
   /** Aborted when the client goes away, so the upstream request ends too. */
   signal: AbortSignal;
+  /**
+   * `MCP_TIMEOUT_MS`: how long the MCP server may take to send its status and headers (a tool
+   * call may run for minutes first), and then how long any silence in its answer may last.
+   */
+  timeoutMs: number;
 }
 
 export interface McpAnswer {
@@ -34,6 +36,8 @@ export interface McpAnswer {
  * Forwards one MCP Streamable-HTTP request to the installation's Session MCP endpoint, adding
  * the project key on the way (the client never holds it). A Session Composio no longer knows
  * is replaced once. Signed-out errors in the answer get a note telling the bot how to recover.
+ * An `initialize` always starts a new MCP session: the id a client sends with it (hosts resend
+ * their last one) is not passed on, however old.
  */
 export async function proxyMcp(
   db: Db,
@@ -46,6 +50,7 @@ export async function proxyMcp(
     const value = request.headers[name];
     if (typeof value === 'string') headers[name] = value;
   }
+  if (isInitialize(request.body)) delete headers['mcp-session-id'];
   // Only MCP sessions Composio gave this installation go upstream: another installation's id
   // (or a made-up one) is answered here as an unknown MCP session, as the MCP server would.
   const resumed = headers['mcp-session-id'];
@@ -55,12 +60,16 @@ export async function proxyMcp(
 
   // Composio's own failures arrive as errors (a Session it no longer knows is replaced once);
   // the MCP server's answers to the client's requests, errors included, pass through as they are.
+  // The body has no deadline of its own, only a bound on silence (see `relay`), which ends the
+  // upstream request through this controller.
+  const silent = new AbortController();
   const upstream = await withSession(db, composio, installation, (session) =>
     composio.fetchMcp(session.mcpUrl, {
       method: request.method,
       headers,
       ...(request.body && request.method === 'POST' ? { body: new Uint8Array(request.body) } : {}),
-      signal: AbortSignal.any([request.signal, AbortSignal.timeout(MCP_TIMEOUT_MS)]),
+      signal: AbortSignal.any([request.signal, silent.signal]),
+      timeoutMs: request.timeoutMs,
     }),
   ).catch((error: unknown) => {
     // A 404 here would tell the MCP client its MCP session expired: it is Composio failing.
@@ -99,7 +108,41 @@ export async function proxyMcp(
   } else if (contentType.includes('json')) {
     noted = new JsonReconnectNote();
   }
-  return { status: upstream.status, headers: answerHeaders, body: relay(upstream.body, noted, request.signal) };
+  const idle: Idle = { timeoutMs: request.timeoutMs, end: () => silent.abort(), ended: () => silent.signal.aborted };
+  return { status: upstream.status, headers: answerHeaders, body: relay(upstream.body, noted, request.signal, idle) };
+}
+
+/** Whether the body is one JSON-RPC `initialize` request. */
+function isInitialize(body: Buffer | undefined): boolean {
+  const message = parsedMessage(body);
+  return !Array.isArray(message) && message?.method === 'initialize';
+}
+
+type RpcMessage = { id?: unknown; method?: unknown } | null;
+
+function parsedMessage(body: Buffer | undefined): RpcMessage | RpcMessage[] | undefined {
+  if (!body || body.length === 0) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    return typeof parsed === 'object' ? (parsed as RpcMessage | RpcMessage[]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether an MCP request counts against `MCP_REQUESTS_PER_MINUTE`: every one but those that
+ * carry no request the server works on — a notification (no `id`), a ping, an answer to the
+ * server (no `method`), or a batch of only those. A body that is not JSON counts.
+ */
+export function countsAsMcpRequest(body: Buffer | undefined): boolean {
+  const message = parsedMessage(body);
+  if (message === undefined) return true;
+  const messages = Array.isArray(message) ? message : [message];
+  if (messages.length === 0) return true;
+  return messages.some(
+    (m) => typeof m !== 'object' || m === null || (m.id !== undefined && m.id !== null && m.method !== undefined && m.method !== 'ping'),
+  );
 }
 
 /**
@@ -110,21 +153,41 @@ export async function proxyMcp(
  * from upstream. When the client goes, the HTTP layer destroys the returned stream, which
  * cancels the upstream body.
  */
-function relay(body: ReadableStream<Uint8Array>, noted: Transform, clientGone: AbortSignal): Readable {
-  const source = Readable.from(upstreamChunks(body, clientGone), { objectMode: false });
+function relay(body: ReadableStream<Uint8Array>, noted: Transform, clientGone: AbortSignal, idle: Idle): Readable {
+  const source = Readable.from(upstreamChunks(body, clientGone, idle), { objectMode: false });
   pipeline(source, noted, () => {
     // Each stream is destroyed with the error; the HTTP layer watches `noted` and ends the answer.
   });
   return noted;
 }
 
-async function* upstreamChunks(body: ReadableStream<Uint8Array>, clientGone: AbortSignal): AsyncGenerator<Uint8Array> {
+/** The bound on an answer's silence, and how it ends the upstream request. */
+interface Idle {
+  readonly timeoutMs: number;
+  end(): void;
+  ended(): boolean;
+}
+
+/**
+ * The upstream body's chunks. A stream that keeps sending runs as long as it likes; one silent
+ * for `idle.timeoutMs` is ended (the upstream request with it), as Composio failing.
+ */
+async function* upstreamChunks(body: ReadableStream<Uint8Array>, clientGone: AbortSignal, idle: Idle): AsyncGenerator<Uint8Array> {
+  let timer = setTimeout(idle.end, idle.timeoutMs);
   try {
-    for await (const chunk of body) yield chunk;
+    for await (const chunk of body) {
+      clearTimeout(timer);
+      yield chunk;
+      timer = setTimeout(idle.end, idle.timeoutMs);
+    }
   } catch (error) {
     if (clientGone.aborted) throw error;
     // Before the first byte has gone out this is the answer (502); after, the answer is cut off.
-    throw new ComposioFailure('unavailable', 'Composio’s MCP endpoint broke off its answer; try again.', { subject: 'Session' });
+    const seconds = Math.max(1, Math.round(idle.timeoutMs / 1000));
+    const why = idle.ended() ? `sent nothing for ${seconds} s` : 'broke off its answer';
+    throw new ComposioFailure('unavailable', `Composio’s MCP endpoint ${why}; try again.`, { subject: 'Session' });
+  } finally {
+    clearTimeout(timer);
   }
 }
 

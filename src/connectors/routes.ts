@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
 import type { Database } from '../db/database.js';
+import { AppError } from '../errors.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { describedHeaders, empty, installationToken, json, refusal, refusals } from '../http/responses.js';
 import { requireInstallation } from '../installations/guard.js';
@@ -12,7 +13,7 @@ import { authorize, type NoteSignInLink } from './authorize.js';
 import { CatalogCache } from './catalog.js';
 import { disconnectAccount, disconnectSelected } from './disconnect.js';
 import { inventory } from './inventory.js';
-import { proxyMcp } from './mcp-proxy.js';
+import { countsAsMcpRequest, proxyMcp } from './mcp-proxy.js';
 import { Alias, ConnectedAccountId, ToolkitSlug } from './patterns.js';
 
 export interface ConnectorRoutesDeps {
@@ -21,6 +22,10 @@ export interface ConnectorRoutesDeps {
   clock: Clock;
   /** Composio-touching requests per installation per minute. */
   requestsPerMinute: number;
+  /** MCP requests per installation per minute (`MCP_REQUESTS_PER_MINUTE`); notifications and pings are free. */
+  mcpRequestsPerMinute: number;
+  /** `MCP_TIMEOUT_MS`: the MCP server's time for status and headers, and for each silence after. */
+  mcpTimeoutMs: number;
   mcpBodyLimitBytes: number;
   logger: Logger;
   /** What `authorize` tells of every sign-in link made (see there). */
@@ -94,7 +99,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     tags: ['connected apps'],
     summary: 'The whole multi-account inventory',
     description:
-      "Merges the Session's toolkits (no-auth apps and the selected account) with every connected account of the installation's Composio user, all pages. Falls back to the Session's view when the project key may not list accounts. Only ids, labels and statuses are shown.",
+      "Every connected account of the installation's Composio user (Composio's list filtered by that user, all pages), merged with the account the Session has selected for each toolkit that has one (the Session's toolkits filtered by `is_connected`, not all 1,000+ of them) and with the apps that need no sign-in (from the shared, cached toolkit catalog). Two to three Composio calls however many toolkits Composio has (three while the catalog is not cached). Falls back to the Session's view when the project key may not list accounts. Only ids, labels and statuses are shown.",
     security: installationToken,
     response: {
       200: json('Every app with an account (or needing none).', z.object({ configured: z.literal(true), services: Services })),
@@ -105,7 +110,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   };
   app.get('/v1/connectors/connected', { ...routeOptions, schema: connected }, async (request) => ({
     configured: true as const,
-    services: await inventory(db, composio, request.installation),
+    services: await inventory(db, composio, catalog, request.installation),
   }));
 
   const some = {
@@ -120,14 +125,14 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     },
   };
   app.get('/v1/connectors', { ...routeOptions, schema: some }, async (request) => ({
-    services: await inventory(db, composio, request.installation, request.query.services),
+    services: await inventory(db, composio, catalog, request.installation, request.query.services),
   }));
 
   const signIn = {
     tags: ['connected apps'],
     summary: 'A sign-in link for one more account of an app',
     description:
-      "A label is required only beside an `ACTIVE` account (or one whose status Composio did not report); a first connection (no account of the app at all) gets no label; while accounts exist but none works, an unlabelled retry gets a unique `omb-retry-…` label. A label held only by accounts that don't work is freed (revoked, deleted) and reused; a label a working account holds is `409 alias_taken`. At most five usable accounts per app (`409 too_many_accounts`). Links are only ever on `composio.dev` (or the configured Composio host).",
+      "A label is required only beside an `ACTIVE` account (or one whose status Composio did not report); a first connection (no account of the app at all) gets no label; while accounts exist but none works, an unlabelled retry gets a unique `omb-retry-…` label. A label held only by accounts that don't work is freed (revoked, deleted) and reused; a label a working account holds is `409 alias_taken`. At most five usable accounts per app (`409 too_many_accounts`); a sign-in not finished within its link's ten minutes is abandoned and does not count, whatever status Composio gives it (`EXPIRED`, `FAILED`, or still `INITIATED`). Links are only ever on `composio.dev` (or the configured Composio host).",
     security: installationToken,
     params: SlugParams,
     body: AuthorizeBody,
@@ -149,7 +154,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   };
   app.post('/v1/connectors/:slug/authorize', { ...routeOptions, schema: signIn }, async (request) =>
     authorize(
-      { db, composio, noteSignInLink: deps.noteSignInLink, log: request.log },
+      { db, composio, noteSignInLink: deps.noteSignInLink, clock: deps.clock, log: request.log },
       request.installation,
       request.params.slug,
       request.body.alias,
@@ -174,7 +179,8 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   const disconnectById = {
     tags: ['connected apps'],
     summary: 'Disconnect one account',
-    description: "Ownership is proven with Composio before anything is revoked; another installation's id removes nothing (`removed 0`).",
+    description:
+      "Ownership is proven with Composio before anything is revoked: the account must be in Composio's list of this installation's own Composio user (its answers no longer name a user); another installation's id removes nothing (`removed 0`).",
     security: installationToken,
     params: AccountParams,
     response: {
@@ -191,11 +197,11 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     tags: ['connected apps'],
     summary: "Composio's toolkit catalog",
     description:
-      "Composio's catalog page as-is (`/api/v3/toolkits?limit=500&sort_by=usage`), shared and cached for 10 minutes; a cached copy is served while Composio is briefly down.",
+      "Composio's whole toolkit catalog (`/api/v3/toolkits?sort_by=usage`, every page followed, 1,000 toolkits a page), as one page in Composio's own envelope and order (`next_cursor: null`, `total_items` the number of toolkits); the items are Composio's as-is. Shared by every installation and cached for 10 minutes, when it costs no Composio call; a cached copy is served while Composio is briefly down.",
     security: installationToken,
     response: {
       // Composio's page is passed on whole: it is the one answer not narrowed to named fields.
-      200: json('The catalog page; `age` says how old the copy is.', z.unknown()),
+      200: json('The whole catalog as one page; `age` says how old the copy is.', z.unknown()),
       ...refused,
     },
   };
@@ -210,13 +216,29 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   const mcpSessionUnknown = refusal(
     "An `mcp-session-id` Composio did not give this installation, or one that has ended (`mcp_session_not_found`), answered here without reaching Composio; or the MCP server's own `404` for an expired MCP session. Either way: initialize a new MCP session.",
   );
+  const mcpRefused = {
+    ...refused,
+    429: refusal(
+      'More than the per-installation budget of MCP requests (600 a minute by default, `MCP_REQUESTS_PER_MINUTE`, apart from the connected-app budget); notifications and pings do not count.',
+    ),
+    502: refusal(
+      'Composio is down or refused (`upstream_unavailable`), or the MCP server sent no status within `MCP_TIMEOUT_MS` (5 minutes by default); a streamed answer that goes silent that long is cut off. `error` is readable.',
+    ),
+  };
   const mcpPost = {
     tags: ['connected apps'],
     summary: "The installation's tools over MCP (Streamable HTTP)",
     description:
-      "A streaming proxy to the installation's Session MCP endpoint, with the project key added here. `mcp-session-id` is passed both ways; server-sent events are streamed as they arrive. Bodies over 2 MiB get `413`. A signed-out account's error carries a note telling the bot to call `COMPOSIO_MANAGE_CONNECTIONS`.",
+      "A streaming proxy to the installation's Session MCP endpoint, with the project key added here. `mcp-session-id`, `mcp-protocol-version` and `accept` are passed on; `mcp-session-id` comes back. An `initialize` always starts a new MCP session, whatever `mcp-session-id` it carries (a stale one included). Server-sent events are streamed as they arrive. A tool call may take minutes: the MCP server has `MCP_TIMEOUT_MS` (5 minutes by default) to start its answer, and a stream that keeps sending is never cut. Bodies over 2 MiB get `413`. A signed-out account's error carries a note telling the bot to call `COMPOSIO_MANAGE_CONNECTIONS`.",
     security: installationToken,
-    headers: mcpHeaders(false),
+    headers: describedHeaders({
+      'mcp-session-id': { required: false, description: 'Passed both ways; ignored on `initialize`.' },
+      'mcp-protocol-version': { required: false, description: 'Passed on; one the MCP server does not speak gets its `400`.' },
+      accept: {
+        required: false,
+        description: 'Passed on; must name both `application/json` and `text/event-stream` (else the MCP server’s `406`).',
+      },
+    }),
     // Declared for the reference; any bytes pass (they are checked upstream, not here).
     body: z.unknown().describe('A JSON-RPC message.'),
     response: {
@@ -224,9 +246,17 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
         description: 'The upstream answer as-is (JSON or `text/event-stream`).',
         content: { 'application/json': { schema: z.unknown() }, 'text/event-stream': { schema: z.string() } },
       },
-      400: json("The MCP server's own refusal of the message (a JSON-RPC error), passed on as it is.", z.unknown()),
-      ...refused,
+      202: empty('A notification or an answer to the server, accepted (no body).'),
+      400: json(
+        "The MCP server's own refusal of the message (a JSON-RPC error), passed on as it is: a malformed message, a missing `mcp-session-id`, an `mcp-protocol-version` it does not speak.",
+        z.unknown(),
+      ),
+      ...mcpRefused,
       404: mcpSessionUnknown,
+      406: json(
+        "The MCP server's refusal of an `accept` that lacks `application/json` or `text/event-stream` (a JSON-RPC error), passed on as it is.",
+        z.unknown(),
+      ),
       413: refusals.tooLarge,
     },
   };
@@ -237,8 +267,34 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
     headers: mcpHeaders(true),
     response: {
       200: empty('Ended. The MCP server answers this without a body.'),
-      ...refused,
+      ...mcpRefused,
       404: mcpSessionUnknown,
+    },
+  };
+  const mcpGet = {
+    tags: ['connected apps'],
+    summary: 'No server-initiated stream',
+    description:
+      'Streamable HTTP lets a client open a stream for server-initiated messages with `GET`; this endpoint offers none, so it answers `405` with `allow: POST, DELETE`, as the MCP spec says, without calling Composio.',
+    security: installationToken,
+    headers: mcpHeaders(false),
+    response: {
+      401: refusals.unauthorized,
+      403: refusals.installationDisabled,
+      405: refusal('Always (`method_not_allowed`), with `allow: POST, DELETE`.'),
+      429: mcpRefused[429],
+    },
+  };
+
+  // MCP has its own budget (hosts send many small messages), and what asks the server for no
+  // work (notifications, pings) is not counted.
+  const mcpOptions = {
+    onRequest: requireInstallation(sql),
+    config: {
+      rateLimit: {
+        ...perInstallationLimit(deps.mcpRequestsPerMinute, 'too many MCP requests; wait a minute and try again').rateLimit,
+        allowList: (request: FastifyRequest) => !countsAsMcpRequest(Buffer.isBuffer(request.body) ? request.body : undefined),
+      },
     },
   };
 
@@ -256,11 +312,17 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
         headers: request.headers,
         body: Buffer.isBuffer(request.body) ? request.body : undefined,
         signal: aborted.signal,
+        timeoutMs: deps.mcpTimeoutMs,
       });
       void reply.code(answer.status).headers(answer.headers);
       return reply.send(answer.body ?? '');
     };
-    mcp.post('/v1/mcp', { ...routeOptions, bodyLimit: deps.mcpBodyLimitBytes, schema: mcpPost }, forward);
-    mcp.delete('/v1/mcp', { ...routeOptions, schema: mcpDelete }, forward);
+    mcp.post('/v1/mcp', { ...mcpOptions, bodyLimit: deps.mcpBodyLimitBytes, schema: mcpPost }, forward);
+    mcp.delete('/v1/mcp', { ...mcpOptions, schema: mcpDelete }, forward);
+    mcp.get('/v1/mcp', { ...mcpOptions, schema: mcpGet }, async () => {
+      throw new AppError(405, 'method_not_allowed', 'This MCP endpoint opens no stream on GET; send messages with POST.', {
+        allow: 'POST, DELETE',
+      });
+    });
   });
 }

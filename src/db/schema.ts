@@ -111,6 +111,12 @@ export const triggers = pgTable(
     accountAlias: text('account_alias'),
     /** When a sign-in link under that label was last asked for while the trigger needed a reconnect. */
     reconnectAskedAt: ts('reconnect_asked_at'),
+    /**
+     * Set when Composio stopped the trigger by itself (`composio.trigger.disabled`, or found so by
+     * the reconciliation), with Composio's reason; cleared when it runs again.
+     */
+    composioDisabledAt: ts('composio_disabled_at'),
+    composioDisabledReason: text('composio_disabled_reason'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
   (t) => [
@@ -118,6 +124,15 @@ export const triggers = pgTable(
     index('triggers_account_idx').on(t.connectedAccountId),
   ],
 );
+
+/**
+ * Composio triggers the reconciliation found that no installation's trigger holds, since when:
+ * deleted on Composio once they stayed unowned for the grace period (src/triggers/reconcile.ts).
+ */
+export const triggerOrphans = pgTable('trigger_orphans', {
+  composioTriggerId: text('composio_trigger_id').primaryKey(),
+  firstSeenAt: ts('first_seen_at').notNull().defaultNow(),
+});
 
 /**
  * The per-installation event queue. `position` is assigned under the installation row's lock,

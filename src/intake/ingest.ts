@@ -1,5 +1,5 @@
 import type { WebhookEvent } from '../composio/webhook-events.js';
-import type { Database } from '../db/database.js';
+import type { Database, Sql } from '../db/database.js';
 import { storableJsonText, writtenOutLength } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
 import { quotaDay, quotaExceededEventId } from '../queue/broker-events.js';
@@ -66,6 +66,13 @@ function route(deps: IngestDeps, input: WebhookInput): Promise<IngestResult> {
         toolkit: event.toolkit,
         receivedAt: input.receivedAt,
       });
+    case 'composio.trigger.disabled':
+      return ingestTriggerDisabled(deps.database.sql, {
+        eventId: input.eventId,
+        composioTriggerId: event.triggerId,
+        reason: event.reason,
+        receivedAt: input.receivedAt,
+      });
     case 'other':
       return Promise.resolve({ outcome: 'ignored', installationId: null, queued: null });
   }
@@ -126,6 +133,24 @@ async function ingestAccountExpired(
       ${input.eventId}::text, ${input.connectedAccountId}::text, ${input.toolkit}::text,
       ${input.receivedAt.toISOString()}::timestamptz)`;
   if (!row) throw new Error('omb_ingest_account_expiry returned no row');
+  return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
+}
+
+/**
+ * A trigger Composio stopped by itself: the trigger shows it, and the installation whose trigger
+ * it is (by the Composio trigger id the broker stored) hears it once, outside the quota
+ * (migrations/functions/omb_ingest_trigger_disabled.sql). Also how the reconciliation announces
+ * one it found stopped, with an id of the broker's own.
+ */
+export async function ingestTriggerDisabled(
+  sql: Sql,
+  input: { eventId: string; composioTriggerId: string; reason: string; receivedAt: Date },
+): Promise<IngestResult> {
+  const [row] = await sql<{ outcome: WebhookOutcome; installation: string | null; queued: QueuedEventType | null }[]>`
+    select * from omb_ingest_trigger_disabled(
+      ${input.eventId}::text, ${input.composioTriggerId.replaceAll('\u0000', '\uFFFD')}::text,
+      ${input.reason.replaceAll('\u0000', '\uFFFD')}::text, ${input.receivedAt.toISOString()}::timestamptz)`;
+  if (!row) throw new Error('omb_ingest_trigger_disabled returned no row');
   return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
 }
 

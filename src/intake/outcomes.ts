@@ -1,6 +1,6 @@
 /** What became of one incoming webhook; metrics count these. */
 export const WEBHOOK_OUTCOMES = [
-  /** Queued (a `trigger.event` or `connection.expired`). */
+  /** Queued (a `trigger.event`, `connection.expired` or `trigger.disabled`). */
   'accepted',
   /** A redelivery of an event already queued. */
   'duplicate',
@@ -12,6 +12,11 @@ export const WEBHOOK_OUTCOMES = [
   'over_quota',
   /** The trigger's installation is not the Composio user the message names. */
   'user_mismatch',
+  /**
+   * Composio's stop of a trigger already shown stopped (`composio.trigger.disabled` after the
+   * account's expiry already made it `needs_reconnect`): nothing queued twice for one cause.
+   */
+  'already_known',
   /** An expired account the broker stored for no installation (no trigger of ours is on it). */
   'unknown_account',
   /** A Composio event type or payload version the broker does not route. */

@@ -21,6 +21,8 @@ export interface Metrics {
   readonly databaseUp: Gauge;
   /** Set from the database when scraped: triggers that should be producing events. */
   readonly triggersActive: Gauge;
+  /** What the reconciliation with Composio repaired (src/triggers/reconcile.ts), by kind. */
+  readonly triggerRepairs: Counter<'kind'>;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
@@ -88,7 +90,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     triggersActive: new Gauge({
       name: 'omb_triggers_active',
-      help: 'Triggers enabled and not waiting for a reconnect, over all installations (what should bring webhooks).',
+      help: 'Triggers enabled, not waiting for a reconnect and not stopped by Composio, over all installations (what should bring webhooks).',
+      registers,
+    }),
+    triggerRepairs: new Counter({
+      name: 'omb_trigger_repairs_total',
+      help: 'Repairs of the reconciliation with Composio, by kind (remade, found_disabled, repaused, revived, orphan_deleted, failed).',
+      labelNames: ['kind'],
       registers,
     }),
   };

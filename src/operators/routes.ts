@@ -154,7 +154,8 @@ const AdminTrigger = z.object({
   triggerSlug: z.string(),
   connectedAccountId: z.string(),
   enabled: z.boolean(),
-  status: z.enum(['active', 'paused', 'needs_reconnect']),
+  status: z.enum(['active', 'paused', 'needs_reconnect', 'disabled_by_composio']),
+  statusReason: z.string().optional().describe("With `disabled_by_composio` only: Composio's reason for stopping it."),
   today: z.object({ kept: count(), skipped: count(), skippedReason: z.string().nullable() }),
   createdAt: timestamp(),
 });

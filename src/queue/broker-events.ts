@@ -17,6 +17,15 @@ export function triggerTestEventId(): string {
   return `${BROKER_EVENT_ID_PREFIX}trigger.test:${randomUUID()}`;
 }
 
+/**
+ * A trigger the reconciliation found disabled on Composio without the broker having heard of it:
+ * one id per Composio trigger and stop (Composio's `updated_at` of it), so a later sweep finding
+ * the same stop again is a duplicate.
+ */
+export function foundDisabledEventId(composioTriggerId: string, stoppedAt: string): string {
+  return `${BROKER_EVENT_ID_PREFIX}trigger.disabled:${composioTriggerId}:${stoppedAt}`;
+}
+
 /** The UTC day something at `at` counts in, and when that day's quota and allowances reset. */
 export function quotaDay(at: Date): { day: string; resetsAt: Date } {
   return { day: utcDay(at), resetsAt: nextUtcMidnight(at) };

@@ -2,7 +2,7 @@ import type { Sql } from '../db/database.js';
 import { badRequest } from '../errors.js';
 
 /** What an installation's queue holds. Each shape is built by the database function that queues it. */
-export type QueuedEventType = 'trigger.event' | 'trigger.test' | 'connection.expired' | 'quota.exceeded';
+export type QueuedEventType = 'trigger.event' | 'trigger.test' | 'connection.expired' | 'trigger.disabled' | 'quota.exceeded';
 
 /** One event as an installation receives it. */
 export interface QueuedEvent {

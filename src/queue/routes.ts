@@ -50,8 +50,12 @@ const AckBody = z.strictObject({ cursor: z.string().min(1).max(64) });
 
 const Event = z
   .object({
-    id: z.string().describe('The `webhook-id` of the delivery (stable across redeliveries), or a broker-made id for `quota.exceeded`.'),
-    type: z.enum(['trigger.event', 'trigger.test', 'connection.expired', 'quota.exceeded']),
+    id: z
+      .string()
+      .describe(
+        'The `webhook-id` of the delivery (stable across redeliveries), or a broker-made id (`omb:…`) for `quota.exceeded`, `trigger.test` and a `trigger.disabled` the reconciliation found.',
+      ),
+    type: z.enum(['trigger.event', 'trigger.test', 'connection.expired', 'trigger.disabled', 'quota.exceeded']),
     triggerId: z.string().nullable().meta({ format: 'uuid' }),
     automationId: z.string().nullable(),
     toolkit: z.string().nullable(),
@@ -61,7 +65,7 @@ const Event = z
     data: z
       .unknown()
       .describe(
-        "`trigger.event`: the trigger's payload as Composio sent it. `trigger.test`: a sample payload of the trigger's type (`{}` when this broker does not hold the type), queued by `POST /v1/triggers/{id}/test`. `connection.expired`: `{connectedAccountId, toolkit, triggers: [{triggerId, automationId, triggerSlug}]}`. `quota.exceeded`: `{day, eventsPerDay, resetsAt}`.",
+        "`trigger.event`: the trigger's payload as Composio sent it. `trigger.test`: a sample payload of the trigger's type (`{}` when this broker does not hold the type), queued by `POST /v1/triggers/{id}/test`. `connection.expired`: `{connectedAccountId, toolkit, triggers: [{triggerId, automationId, triggerSlug}]}`. `trigger.disabled` (outside the quota): Composio stopped the trigger named by the event's `triggerId` by itself, `{reason, status}` — `reason` as Composio gave it (`connection_expired`, `subscription_auth_failure`, `subscription_refresh_failure`, `polling_failure_in_composio_infra`, or another Composio may add), `status` what the trigger now shows (`needs_reconnect` for `connection_expired`, else `disabled_by_composio`). `quota.exceeded`: `{day, eventsPerDay, resetsAt}`.",
       ),
     test: z.literal(true).optional().describe('Present on `trigger.test` events only: a test, not something that happened in the app.'),
   })

@@ -110,6 +110,26 @@ export function setAccountStatus(store: SimStore, account: AccountRecord, status
   account.updatedAt = store.nowIso();
 }
 
+/** Composio's hosted connect links expire after 10 minutes (composio-api.md §10 row 12). */
+export const SIGN_IN_LIFETIME_MS = 10 * 60 * 1000;
+/** Composio's `status_reason` for a sign-in whose link expired unused. */
+export const ABANDONED_SIGN_IN_REASON = 'Connection initiation did not complete within 10 minutes';
+
+/**
+ * Sign-ins not completed within the link's lifetime are abandoned: they take the status of the
+ * simulator's reading (`readings.abandonedSignIn`) with Composio's reason, by the simulator's
+ * clock. Run before every request is answered, so every answer sees the same world.
+ */
+export function expireAbandonedSignIns(store: SimStore): void {
+  const cutoff = store.now().getTime() - SIGN_IN_LIFETIME_MS;
+  for (const account of store.accounts.values()) {
+    const started = account.status === 'INITIATED' || account.status === 'INITIALIZING';
+    if (!started || account.statusReason === ABANDONED_SIGN_IN_REASON || Date.parse(account.createdAt) > cutoff) continue;
+    const status = store.readings.abandonedSignIn === 'INITIATED' ? account.status : store.readings.abandonedSignIn;
+    setAccountStatus(store, account, status, ABANDONED_SIGN_IN_REASON);
+  }
+}
+
 export interface AccountFilter {
   userIds?: string[] | undefined;
   toolkitSlugs?: string[] | undefined;

@@ -1,7 +1,8 @@
 /**
- * The simulator's small world: a handful of toolkits, a few tools each (for the MCP meta-tools),
- * and the trigger types the broker uses. Shapes follow Composio's wire types; contents are
- * made up but plausible.
+ * The simulator's world of apps: a catalog as large as Composio's (1,000 toolkits: six written
+ * by hand, with tools for the MCP meta-tools, then made-up ones generated the same way every
+ * run), and the trigger types the broker uses (one generated toolkit has more than a page of
+ * them). Shapes follow Composio's wire types; contents are made up but plausible.
  */
 
 export const TOOLKIT_VERSION = '20250909_00';
@@ -43,7 +44,7 @@ export interface TriggerTypeDef {
 const obj = (properties: Record<string, unknown>, required: string[] = []) => ({ type: 'object', properties, required });
 const str = (description: string) => ({ type: 'string', description });
 
-export const TOOLKITS: readonly ToolkitDef[] = [
+const HAND_WRITTEN: readonly ToolkitDef[] = [
   {
     slug: 'gmail',
     name: 'Gmail',
@@ -182,7 +183,7 @@ export const TOOLKITS: readonly ToolkitDef[] = [
   },
 ];
 
-export const TRIGGER_TYPES: readonly TriggerTypeDef[] = [
+const HAND_WRITTEN_TRIGGER_TYPES: readonly TriggerTypeDef[] = [
   {
     slug: 'GMAIL_NEW_GMAIL_MESSAGE',
     name: 'New Gmail Message Received Trigger',
@@ -284,16 +285,185 @@ export const TRIGGER_TYPES: readonly TriggerTypeDef[] = [
   },
 ];
 
+/** How many toolkits a simulator lists unless told otherwise: Composio's catalog is about this large. */
+export const DEFAULT_TOOLKIT_COUNT = 1000;
+
+const PREFIXES = [
+  'Acme',
+  'Aero',
+  'Alpine',
+  'Amber',
+  'Apex',
+  'Arc',
+  'Astra',
+  'Atlas',
+  'Aurora',
+  'Beacon',
+  'Birch',
+  'Blue',
+  'Bolt',
+  'Bright',
+  'Cedar',
+  'Cipher',
+  'Cloud',
+  'Coral',
+  'Crest',
+  'Delta',
+  'Echo',
+  'Ember',
+  'Falcon',
+  'Fern',
+  'Flux',
+  'Forge',
+  'Gale',
+  'Granite',
+  'Harbor',
+  'Helix',
+  'Indigo',
+  'Iron',
+  'Jade',
+  'Juniper',
+  'Keystone',
+  'Lumen',
+  'Maple',
+  'Meridian',
+  'Nimbus',
+  'Nova',
+  'Oak',
+  'Onyx',
+  'Orbit',
+  'Pine',
+  'Pixel',
+  'Prism',
+  'Quartz',
+  'Raven',
+  'Ridge',
+  'Sage',
+  'Slate',
+  'Solar',
+  'Spruce',
+  'Summit',
+  'Tidal',
+  'Vertex',
+  'Willow',
+  'Zenith',
+];
+/** The second half of a generated name, and the category an app so named falls in. */
+const KINDS: readonly (readonly [string, string])[] = [
+  ['Desk', 'customer-support'],
+  ['Flow', 'automation'],
+  ['Base', 'databases'],
+  ['Mail', 'communication'],
+  ['Docs', 'documents'],
+  ['Sheets', 'productivity'],
+  ['Chat', 'communication'],
+  ['Pay', 'payments'],
+  ['CRM', 'crm'],
+  ['Books', 'accounting'],
+  ['Forms', 'forms'],
+  ['Track', 'project-management'],
+  ['Board', 'project-management'],
+  ['Drive', 'file-storage'],
+  ['Notes', 'productivity'],
+  ['Meet', 'video-conferencing'],
+  ['Ship', 'ecommerce'],
+  ['Sign', 'documents'],
+  ['Ads', 'marketing'],
+  ['Cast', 'social-media'],
+  ['Hub', 'developer-tools'],
+  ['Analytics', 'analytics'],
+];
+
+/**
+ * The `index`-th generated toolkit (0-based, after the hand-written six): the same for every
+ * run and every simulator. About one in 37 needs no sign-in, one in 9 has no Composio-managed
+ * sign-in (an API key the project must configure), the rest are managed OAuth 2 apps.
+ */
+function generatedToolkit(index: number): ToolkitDef {
+  const prefix = PREFIXES[index % PREFIXES.length] as string;
+  const [kind, category] = KINDS[Math.floor(index / PREFIXES.length) % KINDS.length] as readonly [string, string];
+  const round = Math.floor(index / (PREFIXES.length * KINDS.length));
+  const name = `${prefix} ${kind}${round > 0 ? ` ${round + 1}` : ''}`;
+  const noAuth = index % 37 === 5;
+  const apiKey = !noAuth && index % 9 === 4;
+  return {
+    slug: name.toLowerCase().replace(/[^a-z0-9]/g, ''),
+    name,
+    description: `${name}: ${category.replace(/-/g, ' ')} for teams.`,
+    category,
+    authSchemes: noAuth ? [] : apiKey ? ['API_KEY'] : ['OAUTH2'],
+    managedAuthSchemes: noAuth || apiKey ? [] : ['OAUTH2'],
+    noAuth,
+    revocable: !noAuth && !apiKey,
+    tools: [],
+  };
+}
+
+/** Every toolkit made so far, in catalog order (by usage: the hand-written six first). */
+const universe: ToolkitDef[] = [...HAND_WRITTEN];
+const bySlug = new Map(universe.map((t) => [t.slug, t]));
+
+/**
+ * The first `count` toolkits of the catalog. A simulator told to list more than the default
+ * makes the extra ones here, and from then on `findToolkit` knows them in this process too.
+ */
+export function catalogOf(count: number): readonly ToolkitDef[] {
+  while (universe.length < count) {
+    const toolkit = generatedToolkit(universe.length - HAND_WRITTEN.length);
+    universe.push(toolkit);
+    bySlug.set(toolkit.slug, toolkit);
+  }
+  return universe.slice(0, count);
+}
+
+export const TOOLKITS: readonly ToolkitDef[] = catalogOf(DEFAULT_TOOLKIT_COUNT);
+
+/** A generated toolkit with more trigger types than Composio lists on one page (50). */
+export const MANY_TRIGGERS_TOOLKIT = (TOOLKITS[HAND_WRITTEN.length] as ToolkitDef).slug;
+
+const OBJECTS = ['TICKET', 'CONTACT', 'COMPANY', 'DEAL', 'TASK', 'NOTE', 'CALL', 'MEETING', 'INVOICE', 'PRODUCT', 'QUOTE', 'CAMPAIGN'];
+const CHANGES = ['CREATED', 'UPDATED', 'DELETED', 'ASSIGNED', 'MERGED'];
+
+function generatedTriggerTypes(toolkit: ToolkitDef): TriggerTypeDef[] {
+  return OBJECTS.flatMap((object) =>
+    CHANGES.map((change) => {
+      const noun = object.toLowerCase();
+      const verb = change.toLowerCase();
+      return {
+        slug: `${toolkit.slug.toUpperCase()}_${object}_${change}`,
+        name: `${noun[0]?.toUpperCase()}${noun.slice(1)} ${verb}`,
+        description: `Triggers when a ${noun} is ${verb} in ${toolkit.name}.`,
+        instructions: `${toolkit.name} calls Composio as it happens.`,
+        type: 'webhook' as const,
+        toolkit: toolkit.slug,
+        config: { title: `${object}Config`, type: 'object', properties: {} },
+        payload: {
+          title: `${object}Payload`,
+          type: 'object',
+          properties: { id: { type: 'string' }, name: { type: 'string' }, changed_at: { type: 'string' } },
+        },
+        sample: { id: `${noun}_1`, name: `Simulated ${noun}`, changed_at: '2025-01-01T09:00:00Z' },
+      };
+    }),
+  );
+}
+
+export const TRIGGER_TYPES: readonly TriggerTypeDef[] = [
+  ...HAND_WRITTEN_TRIGGER_TYPES,
+  ...generatedTriggerTypes(TOOLKITS[HAND_WRITTEN.length] as ToolkitDef),
+];
+const triggerTypesBySlug = new Map(TRIGGER_TYPES.map((t) => [t.slug, t]));
+
 export function findToolkit(slug: string): ToolkitDef | undefined {
-  return TOOLKITS.find((t) => t.slug === slug.toLowerCase());
+  return bySlug.get(slug.toLowerCase());
 }
 
 export function findTriggerType(slug: string): TriggerTypeDef | undefined {
-  return TRIGGER_TYPES.find((t) => t.slug === slug.toUpperCase());
+  return triggerTypesBySlug.get(slug.toUpperCase());
 }
 
 export function findTool(slug: string): { tool: ToolDef; toolkit: ToolkitDef } | undefined {
-  for (const toolkit of TOOLKITS) {
+  for (const toolkit of HAND_WRITTEN) {
     const tool = toolkit.tools.find((t) => t.slug === slug.toUpperCase());
     if (tool) return { tool, toolkit };
   }

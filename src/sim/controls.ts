@@ -1,10 +1,11 @@
-import { ACCOUNT_STATUSES, createAccount } from './accounts.js';
+import { ACCOUNT_STATUSES, createAccount, expireAbandonedSignIns } from './accounts.js';
 import type { SimContext } from './context.js';
 import { badRequest } from './errors.js';
-import { expireAccount, fireTrigger } from './events.js';
+import { type DisabledTrigger, disableTriggerByComposio, expireAccount, fireTrigger } from './events.js';
 import type { FaultSpec, RecordedRequest } from './faults.js';
 import { answerConsent } from './sessions.js';
 import type { AccountStatus } from './store.js';
+import { reviveReconnectedTriggers } from './triggers.js';
 import { type DeliveryResult, getSubscription } from './webhooks.js';
 import { accountWire, authConfigWire, type SessionConfigWire, triggerInstanceWire } from './wire.js';
 
@@ -13,7 +14,8 @@ import { accountWire, authConfigWire, type SessionConfigWire, triggerInstanceWir
  * pages call exactly these, so tests and people drive the same code.
  */
 
-export type SimAccountView = ReturnType<typeof accountWire>;
+/** An account as the API shows it, and always with its user: the simulator's own view names it. */
+export type SimAccountView = ReturnType<typeof accountWire> & { user_id: string };
 
 export interface SimStateDump {
   readonly project: { readonly id: string; readonly orgId: string };
@@ -34,7 +36,13 @@ export interface SimStateDump {
   /** Without secrets. */
   readonly webhookSubscriptions: { id: string; webhookUrl: string; version: string; enabledEvents: string[]; createdAt: string }[];
   readonly faults: unknown[];
-  readonly mcpStreaming: { chunks: number; intervalMs: number; remaining: number | null; breakAfter: number | null } | null;
+  readonly mcpStreaming: {
+    chunks: number;
+    intervalMs: number;
+    remaining: number | null;
+    breakAfter: number | null;
+    as: 'json' | 'sse';
+  } | null;
 }
 
 export interface SimulatorControls {
@@ -42,19 +50,37 @@ export interface SimulatorControls {
   authorizeLink(linkToken: string): SimAccountView;
   /** The person clicks Deny: the link's account becomes FAILED. */
   denyLink(linkToken: string): SimAccountView;
-  /** The account's sign-in lapses: EXPIRED, plus a signed `composio.connected_account.expired` webhook. */
-  expireAccount(accountId: string): Promise<{ account: SimAccountView; delivery: DeliveryResult | null }>;
-  /** The trigger's app produces an event: a signed `composio.trigger.message` webhook. */
+  /**
+   * The account's sign-in lapses: EXPIRED, plus a signed `composio.connected_account.expired`
+   * webhook; its running triggers are disabled by Composio with `connection_expired` (each a
+   * `composio.trigger.disabled` webhook, when subscribed), and run again once it is ACTIVE.
+   */
+  expireAccount(
+    accountId: string,
+  ): Promise<{ account: SimAccountView; delivery: DeliveryResult | null; triggersDisabled: DisabledTrigger[] }>;
+  /**
+   * The trigger's app produces an event: a signed `composio.trigger.message` webhook, redelivered
+   * until answered 2xx. A Gmail trigger's query applies: mail it excludes is not sent
+   * (`excludedByQuery`).
+   */
   fireTrigger(triggerId: string, data?: Record<string, unknown>): Promise<DeliveryResult>;
+  /**
+   * Composio stops a running trigger by itself (`reason`: `subscription_auth_failure`, …): a
+   * signed `composio.trigger.disabled` webhook when the subscription asked for it.
+   */
+  disableTrigger(triggerId: string, reason: string): Promise<DisabledTrigger>;
   /** Adds an account directly (seeding), without the consent flow. */
   createAccount(input: { userId: string; toolkit: string; alias?: string; status?: AccountStatus }): SimAccountView;
+  /** Moves the simulator's time forward; sign-ins older than ten minutes are then abandoned. */
+  advanceClock(ms: number): void;
   injectFault(spec: FaultSpec): void;
   clearFaults(): void;
   /**
    * Makes the next MCP answers arrive in `chunks` pieces, `intervalMs` apart (`null` clears);
-   * with `breakAfter`, the connection drops after that many pieces.
+   * with `breakAfter`, the connection drops after that many pieces; `as: 'json'` sends one JSON
+   * body in pieces instead of SSE events (the default).
    */
-  setMcpStreaming(spec: { chunks: number; intervalMs: number; times?: number; breakAfter?: number } | null): void;
+  setMcpStreaming(spec: { chunks: number; intervalMs: number; times?: number; breakAfter?: number; as?: 'json' | 'sse' } | null): void;
   /** Requests that reached the Composio routes (API and MCP), oldest first. */
   requests(): readonly RecordedRequest[];
   clearRequests(): void;
@@ -68,7 +94,10 @@ export interface SimulatorControls {
 
 export function createControls(ctx: SimContext): SimulatorControls {
   const { store } = ctx;
-  const view = (account: Parameters<typeof accountWire>[1]) => accountWire(store, account, { withState: false });
+  const view = (account: Parameters<typeof accountWire>[1]): SimAccountView => ({
+    ...accountWire(store, account, { withState: false }),
+    user_id: account.userId,
+  });
   // A change made in process is kept in the background (the HTTP controls wait for it).
   const kept = <T>(value: T): T => {
     void ctx.persist();
@@ -78,15 +107,22 @@ export function createControls(ctx: SimContext): SimulatorControls {
     authorizeLink: (token) => kept(view(answerConsent(store, token, 'authorize').account)),
     denyLink: (token) => kept(view(answerConsent(store, token, 'deny').account)),
     expireAccount: async (id) => {
-      const { account, delivery } = await expireAccount(store, id);
-      return kept({ account: view(account), delivery });
+      const { account, delivery, triggersDisabled } = await expireAccount(store, id);
+      return kept({ account: view(account), delivery, triggersDisabled });
     },
     fireTrigger: (id, data) => fireTrigger(store, id, data),
+    disableTrigger: async (id, reason) => kept(await disableTriggerByComposio(store, id, reason)),
     createAccount: (input) => {
       if (input.status !== undefined && !ACCOUNT_STATUSES.includes(input.status)) {
         throw badRequest(`status must be one of ${ACCOUNT_STATUSES.join(', ')}`);
       }
       return kept(view(createAccount(store, input)));
+    },
+    advanceClock: (ms) => {
+      if (!Number.isFinite(ms) || ms < 0) throw badRequest('ms must be a positive number');
+      store.advanceClock(ms);
+      expireAbandonedSignIns(store);
+      void ctx.persist();
     },
     injectFault: (spec) => ctx.faults.add(spec),
     clearFaults: () => ctx.faults.clear(),
@@ -101,12 +137,22 @@ export function createControls(ctx: SimContext): SimulatorControls {
       if (breakAfter !== null && (!Number.isInteger(breakAfter) || breakAfter < 1 || breakAfter >= spec.chunks)) {
         throw badRequest('breakAfter must be 1 to chunks - 1');
       }
-      ctx.mcpStreaming = { chunks: spec.chunks, intervalMs: spec.intervalMs, remaining: spec.times ?? null, breakAfter };
+      const as = spec.as ?? 'sse';
+      if (as !== 'json' && as !== 'sse') throw badRequest('as must be json or sse');
+      ctx.mcpStreaming = { chunks: spec.chunks, intervalMs: spec.intervalMs, remaining: spec.times ?? null, breakAfter, as };
     },
     webhookSecret: (id) => getSubscription(store, id).secret,
     requests: () => ctx.requests.list(),
     clearRequests: () => ctx.requests.clear(),
-    state: () => ({
+    state: () => {
+      expireAbandonedSignIns(store);
+      reviveReconnectedTriggers(store);
+      return dump();
+    },
+  };
+
+  function dump(): SimStateDump {
+    return {
       project: { id: store.projectId, orgId: store.orgId },
       sessions: [...store.sessions.values()].map((s) => ({
         id: s.id,
@@ -137,6 +183,6 @@ export function createControls(ctx: SimContext): SimulatorControls {
       })),
       faults: ctx.faults.list(),
       mcpStreaming: ctx.mcpStreaming ? { ...ctx.mcpStreaming } : null,
-    }),
-  };
+    };
+  }
 }

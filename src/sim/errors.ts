@@ -23,6 +23,8 @@ export const SimCode = {
   sessionNotFound: 10404,
   toolkitNotFound: 10404,
   triggerInstanceNotFound: 1201,
+  triggerInstanceConflict: 1209,
+  triggerInstanceGone: 1210,
   triggerTypeNotFound: 2601,
   webhookSubscriptionNotFound: 10404,
   webhookSubscriptionExists: 10409,

@@ -9,4 +9,5 @@ export type { SimAccountView, SimStateDump, SimulatorControls } from './controls
 export type { FaultSpec, RecordedRequest } from './faults.js';
 export { type Sandbox, startSandbox } from './sandbox.js';
 export { type Simulator, type SimulatorOptions, startSimulator } from './server.js';
+export type { SimReadings } from './store.js';
 export type { DeliveryResult } from './webhooks.js';

@@ -1,17 +1,20 @@
 import { deleteAccount } from './accounts.js';
 import { findTool, findToolkit, TOOLKITS } from './catalog.js';
 import { SimError } from './errors.js';
+import { invalidArguments, type MetaTool, metaToolsFor } from './meta-tools.js';
 import { createLink, linkWire, sessionToolkitSlugs } from './sessions.js';
 import type { AccountRecord, SessionRecord, SimStore } from './store.js';
 
 /**
  * The Tool Router's MCP server, protocol side: JSON-RPC 2.0 messages in, responses out. The
- * HTTP side (Streamable HTTP, JSON or SSE) is in `routes/mcp.ts`. The three meta-tools are
- * the router's; their input schemas and result shapes are plausible reconstructions, not
+ * HTTP side (Streamable HTTP, JSON or SSE) is in `routes/mcp.ts`. The meta tools a Session
+ * lists are in `meta-tools.ts`; their result shapes are plausible reconstructions, not
  * Composio's published contract.
  */
 
 export const MCP_PROTOCOL_VERSION = '2025-06-18';
+/** The protocol versions the server speaks; another in `MCP-Protocol-Version` is refused (400). */
+export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = [MCP_PROTOCOL_VERSION, '2025-03-26', '2024-11-05'];
 
 export interface JsonRpcRequest {
   jsonrpc: '2.0';
@@ -26,67 +29,6 @@ export type JsonRpcResponse =
 
 export const RpcError = { parse: -32700, invalidRequest: -32600, methodNotFound: -32601, invalidParams: -32602 } as const;
 
-export const META_TOOLS = [
-  {
-    name: 'COMPOSIO_SEARCH_TOOLS',
-    description: 'Find the tools that fit a task, with the connection status of their apps.',
-    inputSchema: {
-      type: 'object',
-      properties: {
-        queries: {
-          type: 'array',
-          items: {
-            type: 'object',
-            properties: { use_case: { type: 'string' }, known_fields: { type: 'string' } },
-            required: ['use_case'],
-          },
-        },
-        session: { type: 'object', properties: { id: { type: 'string' }, generate_id: { type: 'boolean' } } },
-      },
-      required: ['queries'],
-    },
-  },
-  {
-    name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
-    description: 'Run one or more tools found with COMPOSIO_SEARCH_TOOLS.',
-    inputSchema: {
-      type: 'object',
-      properties: {
-        tools: {
-          type: 'array',
-          items: {
-            type: 'object',
-            properties: {
-              tool_slug: { type: 'string' },
-              arguments: { type: 'object' },
-              account: { type: 'string', description: 'Connected account id or alias; required when the app has several accounts.' },
-            },
-            required: ['tool_slug', 'arguments'],
-          },
-        },
-        thought: { type: 'string' },
-        current_step: { type: 'string' },
-      },
-      required: ['tools'],
-    },
-  },
-  {
-    name: 'COMPOSIO_MANAGE_CONNECTIONS',
-    description: 'Connect an app (returns a sign-in link), reconnect a signed-out one, or remove an account.',
-    inputSchema: {
-      type: 'object',
-      properties: {
-        toolkits: { type: 'array', items: { type: 'string' } },
-        action: { type: 'string', enum: ['connect', 'remove'] },
-        alias: { type: 'string', description: 'Label for a new account' },
-        account: { type: 'string', description: 'Account id or alias to remove' },
-        reinitiate_all: { type: 'boolean' },
-      },
-      required: ['toolkits'],
-    },
-  },
-] as const;
-
 export function handleRpc(store: SimStore, session: SessionRecord, message: JsonRpcRequest): JsonRpcResponse | undefined {
   const id = message.id ?? null;
   // Notifications (no id) are acknowledged by the transport with 202 and no body.
@@ -97,7 +39,11 @@ export function handleRpc(store: SimStore, session: SessionRecord, message: Json
         jsonrpc: '2.0',
         id,
         result: {
-          protocolVersion: typeof message.params?.protocolVersion === 'string' ? message.params.protocolVersion : MCP_PROTOCOL_VERSION,
+          // The client's version when the server speaks it, otherwise the server's own (the client
+          // then decides whether it can go on).
+          protocolVersion: SUPPORTED_PROTOCOL_VERSIONS.includes(String(message.params?.protocolVersion))
+            ? message.params?.protocolVersion
+            : MCP_PROTOCOL_VERSION,
           capabilities: { tools: { listChanged: false }, logging: {} },
           serverInfo: { name: 'composio-tool-router', version: 'simulator' },
           instructions:
@@ -107,7 +53,7 @@ export function handleRpc(store: SimStore, session: SessionRecord, message: Json
     case 'ping':
       return { jsonrpc: '2.0', id, result: {} };
     case 'tools/list':
-      return { jsonrpc: '2.0', id, result: { tools: META_TOOLS } };
+      return { jsonrpc: '2.0', id, result: { tools: metaToolsFor(session.config) } };
     case 'tools/call':
       return callTool(store, session, id, message.params ?? {});
     default:
@@ -117,16 +63,79 @@ export function handleRpc(store: SimStore, session: SessionRecord, message: Json
 
 function callTool(store: SimStore, session: SessionRecord, id: string | number | null, params: Record<string, unknown>): JsonRpcResponse {
   const name = params.name;
+  // Only the tools this Session lists can be called.
+  const tool = metaToolsFor(session.config).find((t) => t.name === name);
+  if (!tool) return { jsonrpc: '2.0', id, error: { code: RpcError.invalidParams, message: `Unknown tool: ${String(name)}` } };
   const args = typeof params.arguments === 'object' && params.arguments !== null ? (params.arguments as Record<string, unknown>) : {};
-  let result: { successful: boolean; data: unknown; error: string | null };
-  if (name === 'COMPOSIO_SEARCH_TOOLS') result = searchTools(store, session, args);
-  else if (name === 'COMPOSIO_MULTI_EXECUTE_TOOL') result = multiExecute(store, session, args);
-  else if (name === 'COMPOSIO_MANAGE_CONNECTIONS') result = manageConnections(store, session, args);
-  else return { jsonrpc: '2.0', id, error: { code: RpcError.invalidParams, message: `Unknown tool: ${String(name)}` } };
+  const invalid = invalidArguments(tool, args);
+  // As MCP servers answer input that does not fit the schema: a tool error the model can read.
+  if (invalid !== undefined) {
+    return {
+      jsonrpc: '2.0',
+      id,
+      result: { content: [{ type: 'text', text: `Input validation error: ${invalid}` }], isError: true },
+    };
+  }
+  const result = runTool(store, session, tool, args);
   return {
     jsonrpc: '2.0',
     id,
     result: { content: [{ type: 'text', text: JSON.stringify(result) }], isError: !result.successful },
+  };
+}
+
+type ToolResult = { successful: boolean; data: unknown; error: string | null };
+
+function runTool(store: SimStore, session: SessionRecord, tool: MetaTool, args: Record<string, unknown>): ToolResult {
+  switch (tool.name) {
+    case 'COMPOSIO_SEARCH_TOOLS':
+      return searchTools(store, session, args);
+    case 'COMPOSIO_MULTI_EXECUTE_TOOL':
+      return multiExecute(store, session, args);
+    case 'COMPOSIO_MANAGE_CONNECTIONS':
+      return manageConnections(store, session, args);
+    case 'COMPOSIO_WAIT_FOR_CONNECTIONS':
+      return waitForConnections(store, session, args);
+    case 'COMPOSIO_GET_TOOL_SCHEMAS':
+      return toolSchemas(args);
+    case 'COMPOSIO_REMOTE_WORKBENCH':
+    case 'COMPOSIO_REMOTE_BASH_TOOL':
+      // No sandbox here: the call is accepted and answered, nothing runs.
+      return { successful: true, data: { simulated: true, stdout: '', stderr: '', results: [] }, error: null };
+  }
+}
+
+/** Answers at once with where each sign-in stands (the simulator does not hold the call open). */
+function waitForConnections(store: SimStore, session: SessionRecord, args: Record<string, unknown>): ToolResult {
+  const toolkits = (args.toolkits as unknown[]).filter((t): t is string => typeof t === 'string').map((t) => t.toLowerCase());
+  return { successful: true, data: { statuses: toolkits.map((t) => connectionStatus(store, session, t)) }, error: null };
+}
+
+function toolSchemas(args: Record<string, unknown>): ToolResult {
+  const slugs = (args.tool_slugs as unknown[]).filter((t): t is string => typeof t === 'string');
+  const schemas = Object.fromEntries(
+    slugs.flatMap((slug) => {
+      const found = findTool(slug);
+      if (!found) return [];
+      return [
+        [
+          slug,
+          {
+            tool_slug: slug,
+            toolkit: found.toolkit.slug,
+            description: found.tool.description,
+            input_schema: found.tool.inputSchema,
+            hasFullSchema: true,
+          },
+        ],
+      ];
+    }),
+  );
+  const missing = slugs.filter((slug) => !(slug in schemas));
+  return {
+    successful: missing.length === 0,
+    data: { tool_schemas: schemas },
+    error: missing.length === 0 ? null : `Tools not found: ${missing.join(', ')}`,
   };
 }
 

@@ -1,6 +1,7 @@
 import type { SimContext, TriggerOwner } from './context.js';
 import type { SimulatorControls } from './controls.js';
 import { type Html, html, page } from './html.js';
+import { COMPOSIO_DISABLE_REASONS } from './triggers.js';
 
 /** The simulator's HTML: the consent page a connect link opens, and the controls index. */
 
@@ -44,6 +45,18 @@ export interface IndexMessages {
   readonly error?: string | undefined;
 }
 
+/** Whether the trigger runs; when Composio stopped it by itself, why. */
+function enabledCell(ctx: SimContext, triggerId: string, disabledAt: string | null): Html {
+  if (disabledAt === null) return html`yes`;
+  const reason = ctx.store.triggers.get(triggerId)?.disabledReason;
+  return reason ? html`no — stopped by Composio (<code>${reason}</code>)` : html`no`;
+}
+
+/** Composio disabling a running trigger by itself, with one of its reasons (`composio.trigger.disabled`). */
+function stopForm(triggerId: string): Html {
+  return html`<form method="post" action="/_sim/triggers/${encodeURIComponent(triggerId)}/disable"><select name="reason" aria-label="Reason">${COMPOSIO_DISABLE_REASONS.map((r) => html`<option value="${r}">${r}</option>`)}</select> <button type="submit">Stop</button></form>`;
+}
+
 /** Accounts whose sign-in can lapse: only a working one. */
 const CAN_EXPIRE: ReadonlySet<string> = new Set(['ACTIVE']);
 
@@ -76,12 +89,12 @@ ${state.accounts.length === 0 ? html`<p>None yet.</p>` : html`<table id="account
 ${
   state.triggers.length === 0
     ? html`<p>None yet.</p>`
-    : html`<p>Fire sends the trigger type's sample event; fields given as JSON replace the sample's.</p><table id="triggers"><tr><th>Installation</th><th>Automation</th><th>Gmail query / config</th><th>Type</th><th>Composio trigger</th><th>Account</th><th>Enabled</th><th>Fire with data (JSON, optional)</th></tr>${state.triggers.map(
+    : html`<p>Fire sends the trigger type's sample event; fields given as JSON replace the sample's.</p><table id="triggers"><tr><th>Installation</th><th>Automation</th><th>Gmail query / config</th><th>Type</th><th>Composio trigger</th><th>Account</th><th>Enabled</th><th>Fire with data (JSON, optional)</th><th>Stop as Composio would</th></tr>${state.triggers.map(
         (t) => {
           const owner = owners.get(t.id);
           const config = t.trigger_config as Record<string, unknown>;
           const query = typeof config.query === 'string' && config.query !== '' ? config.query : undefined;
-          return html`<tr data-trigger="${t.id}"><td>${owner ? html`<code>${owner.installationId}</code>` : html`<em>not the broker's</em>`}</td><td>${owner?.automationId ?? ''}</td><td>${query !== undefined ? html`<code class="query">${query}</code>` : html`<code>${JSON.stringify(config)}</code>`}</td><td>${t.trigger_name}</td><td><code>${t.id}</code></td><td><code>${t.connected_account_id}</code></td><td>${t.disabled_at === null ? 'yes' : 'no'}</td><td><form method="post" action="/_sim/triggers/${encodeURIComponent(t.id)}/fire"><textarea name="data" rows="2" cols="30" placeholder='{"subject": "Hello"}'></textarea><br><button type="submit">Fire</button></form></td></tr>`;
+          return html`<tr data-trigger="${t.id}"><td>${owner ? html`<code>${owner.installationId}</code>` : html`<em>not the broker's</em>`}</td><td>${owner?.automationId ?? ''}</td><td>${query !== undefined ? html`<code class="query">${query}</code>` : html`<code>${JSON.stringify(config)}</code>`}</td><td>${t.trigger_name}</td><td><code>${t.id}</code></td><td><code>${t.connected_account_id}</code></td><td>${enabledCell(ctx, t.id, t.disabled_at)}</td><td><form method="post" action="/_sim/triggers/${encodeURIComponent(t.id)}/fire"><textarea name="data" rows="2" cols="30" placeholder='{"subject": "Hello"}'></textarea><br><button type="submit">Fire</button></form></td><td>${t.disabled_at === null ? stopForm(t.id) : html``}</td></tr>`;
         },
       )}</table>`
 }

@@ -13,14 +13,28 @@ export interface PageEnvelope<T> {
   total_items: number;
 }
 
+/**
+ * The most items a page of each list holds, as Composio's v3.1 types state them ("Number of
+ * items per page, max allowed is 50"): 50 on every list, except the toolkit catalog (1,000).
+ * Connected accounts state no maximum; 50 is the safe reading, so the simulator takes it.
+ */
+export const MAX_PAGE = { list: 50, toolkits: 1000 } as const;
+
+/**
+ * What a `limit` above the maximum gets. Composio does not document it: `refuse` (400, the
+ * stricter reading, the default) or `clamp` (the page holds the maximum).
+ */
+export type OversizedPages = 'refuse' | 'clamp';
+
 export function paginate<T>(
   all: readonly T[],
   query: { cursor?: string | undefined; limit?: number | undefined },
-  limits: { defaultLimit: number; maxLimit: number },
+  limits: { defaultLimit: number; maxLimit: number; oversized?: OversizedPages },
 ): PageEnvelope<T> {
   let page = 1;
   let limit = query.limit ?? limits.defaultLimit;
   if (query.cursor) ({ page, limit } = decodeCursor(query.cursor));
+  if (Number.isInteger(limit) && limit > limits.maxLimit && limits.oversized === 'clamp') limit = limits.maxLimit;
   if (!Number.isInteger(limit) || limit < 1 || limit > limits.maxLimit) {
     throw badRequest(`limit must be an integer between 1 and ${limits.maxLimit}`);
   }

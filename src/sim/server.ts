@@ -2,16 +2,20 @@ import { parse as parseForm } from 'node:querystring';
 import { setTimeout as delay } from 'node:timers/promises';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
+import { expireAbandonedSignIns } from './accounts.js';
+import { catalogOf, DEFAULT_TOOLKIT_COUNT } from './catalog.js';
 import type { SimContext, TriggerOwner } from './context.js';
 import { createControls, type SimulatorControls } from './controls.js';
 import { errorBody, SimCode, SimError } from './errors.js';
-import { type FaultSpec, Faults, type RecordedRequest, RequestLog } from './faults.js';
+import { type FaultSpec, Faults, faultAnswer, type RecordedRequest, RequestLog } from './faults.js';
 import { RpcError } from './mcp.js';
+import type { OversizedPages } from './pagination.js';
 import type { SimPersistence } from './persistence.js';
 import { registerApiRoutes } from './routes/api.js';
 import { isForm, registerControlRoutes, renderIndex } from './routes/controls.js';
 import { registerMcpRoutes } from './routes/mcp.js';
-import { type SimSnapshot, SimStore } from './store.js';
+import { type SimReadings, type SimSnapshot, SimStore } from './store.js';
+import { STANDARD_REDELIVERY_DELAYS_MS } from './webhooks.js';
 
 export interface SimulatorOptions {
   /** Loopback by default: the SDK refuses plain HTTP to anything else. */
@@ -27,8 +31,22 @@ export interface SimulatorOptions {
   readonly persistence?: SimPersistence;
   /** The world kept by an earlier run, taken up at start (its key must be `apiKey`). */
   readonly restore?: SimSnapshot;
+  /** How many toolkits the catalog lists (default 1,000, as Composio's); the first six are the hand-written ones. */
+  readonly toolkits?: number;
+  /**
+   * What a list `limit` above Composio's maximum gets: `refuse` (400, the default, the stricter
+   * reading) or `clamp` (a full page). Composio documents neither.
+   */
+  readonly oversizedPages?: OversizedPages;
   /** Names each trigger's installation and automation on the index page (the broker knows them). */
   readonly describeTriggers?: (composioTriggerIds: string[]) => Promise<ReadonlyMap<string, TriggerOwner>>;
+  /**
+   * The waits before each redelivery of a webhook not answered 2xx; by default the Standard
+   * Webhooks schedule (5 s … 10 h). Tests give short ones.
+   */
+  readonly redeliveryDelaysMs?: readonly number[];
+  /** A kinder reading of Composio where it is undocumented or contested (a test's); strict by default. */
+  readonly readings?: Partial<SimReadings>;
 }
 
 export interface Simulator {
@@ -43,14 +61,6 @@ export interface Simulator {
 const isComposioPath = (url: string) => url.startsWith('/api/') || url.startsWith('/tool_router/');
 const isMcpPath = (url: string) => url.startsWith('/tool_router/');
 
-const FAULT_MESSAGES: Record<number, string> = {
-  429: 'Rate limit exceeded. Please retry after some time.',
-  500: 'Internal server error',
-  502: 'Bad gateway',
-  503: 'Service temporarily unavailable',
-  504: 'Gateway timeout',
-};
-
 /**
  * Starts a Composio simulator on its own port. Its world lives in this instance, and with
  * `persistence` is also kept after every change (before the answer to the request that made it).
@@ -59,11 +69,16 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
   const closing = new AbortController();
   const store = new SimStore(options.apiKey);
   if (options.restore) store.restore(options.restore);
+  store.redeliveryDelaysMs = options.redeliveryDelaysMs ?? STANDARD_REDELIVERY_DELAYS_MS;
+  store.closing = closing.signal;
+  Object.assign(store.readings, options.readings);
   const { persistence } = options;
   const ctx: SimContext = {
     store,
     faults: new Faults(),
     requests: new RequestLog(),
+    toolkits: catalogOf(options.toolkits ?? DEFAULT_TOOLKIT_COUNT),
+    oversizedPages: options.oversizedPages ?? 'refuse',
     mcpStreaming: null,
     closing: closing.signal,
     persist: persistence ? () => persistence.save(store.snapshot()) : () => Promise.resolve(),
@@ -97,8 +112,14 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
 
   const recorded = new WeakMap<FastifyRequest, RecordedRequest>();
   app.addHook('onRequest', async (request, reply) => {
+    // Time passes for sign-ins between requests: every answer sees the abandoned ones as such.
+    expireAbandonedSignIns(ctx.store);
     if (!isComposioPath(request.url)) return;
-    recorded.set(request, ctx.requests.record(request.method, request.url));
+    const entry = ctx.requests.record(request.method, request.url);
+    recorded.set(request, entry);
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) entry.abandoned = true;
+    });
     const fault = ctx.faults.take(request.method, request.url.split('?')[0] ?? request.url);
     if (fault) {
       const handled = await applyFault(fault, request, reply, ctx.closing);
@@ -204,8 +225,7 @@ async function applyFault(fault: FaultSpec, request: FastifyRequest, reply: Fast
     return true;
   }
   if (fault.status === undefined) return false;
-  if (fault.retryAfter !== undefined) reply.header('retry-after', String(fault.retryAfter));
-  const code = fault.status === 429 ? SimCode.rateLimited : fault.status >= 500 ? SimCode.internal : SimCode.badRequest;
-  void reply.code(fault.status).send(errorBody(fault.status, code, fault.message ?? FAULT_MESSAGES[fault.status] ?? 'Injected failure'));
+  const { headers, body } = faultAnswer({ ...fault, status: fault.status });
+  void reply.code(fault.status).headers(headers).send(body);
   return true;
 }

@@ -1,5 +1,5 @@
-import { createAccount, requireToolkit, setAccountStatus } from './accounts.js';
-import { findToolkit, TOOLKITS } from './catalog.js';
+import { createAccount, requireToolkit, SIGN_IN_LIFETIME_MS, setAccountStatus } from './accounts.js';
+import { findToolkit, TOOLKITS, type ToolkitDef } from './catalog.js';
 import { badRequest, SimCode, SimError } from './errors.js';
 import { nanoId } from './ids.js';
 import { asObject, type Json, optionalBoolean, optionalString, requiredString } from './input.js';
@@ -8,8 +8,8 @@ import type { SessionConfigWire } from './wire.js';
 
 /** Tool Router Sessions, their toolkit view, connect links and the consent that completes them. */
 
-/** How long a connect link stays usable. Composio's real lifetime is undocumented; a guess. */
-const LINK_LIFETIME_MS = 10 * 60 * 1000;
+/** How long a connect link stays usable: Composio's ten minutes (composio-api.md §10 row 12). */
+const LINK_LIFETIME_MS = SIGN_IN_LIFETIME_MS;
 const USABLE: ReadonlySet<string> = new Set(['ACTIVE', 'INITIATED', 'INITIALIZING']);
 
 export function createSession(store: SimStore, rawBody: unknown): SessionRecord {
@@ -52,7 +52,13 @@ function sessionConfig(userId: string, body: Json): SessionConfigWire {
       enable_wait_for_connections: optionalBoolean(manage, 'enable_wait_for_connections') ?? false,
       enable_connection_removal: optionalBoolean(manage, 'enable_connection_removal') ?? true,
     },
-    workbench: { enable: true, proxy_execution_enabled: false, auto_offload_threshold: 20000, sandbox_size: 'standard' },
+    // On unless turned off: it decides whether the workbench meta tools are listed.
+    workbench: {
+      enable: optionalBoolean(asObject(body.workbench, 'workbench'), 'enable') ?? true,
+      proxy_execution_enabled: false,
+      auto_offload_threshold: 20000,
+      sandbox_size: 'standard',
+    },
     preload: { tools: [] },
     search: {},
     execute: {},
@@ -85,20 +91,45 @@ function sessionConfig(userId: string, body: Json): SessionConfigWire {
  * newest of any status. Which account Composio shows when several exist is unconfirmed.
  */
 export function selectedAccount(store: SimStore, session: SessionRecord, toolkit: string): AccountRecord | undefined {
-  const pinned = session.config.connected_accounts?.[toolkit]?.[0];
-  if (pinned) return store.accounts.get(pinned);
-  const mine = [...store.accounts.values()]
-    .filter((a) => a.userId === session.userId && a.toolkit === toolkit)
-    .sort((a, b) => b.seq - a.seq);
-  return mine.find((a) => a.status === 'ACTIVE') ?? mine[0];
+  return selectedAccounts(store, session)(toolkit);
 }
 
-export function sessionToolkitSlugs(session: SessionRecord, requested: string[] | undefined): string[] {
+/**
+ * The toolkits a Session holds, in catalog order: every toolkit of the catalog ("when you
+ * create a session, all toolkits are available") less the disabled ones, or the enabled ones;
+ * `requested` (the `toolkits` filter) overrides the Session's own configuration.
+ */
+export function sessionToolkitSlugs(
+  session: SessionRecord,
+  requested: string[] | undefined,
+  catalog: readonly ToolkitDef[] = TOOLKITS,
+): string[] {
   if (requested) return requested.map((s) => s.toLowerCase()).filter((s) => findToolkit(s) !== undefined);
   const config = session.config.toolkits;
   if (config && 'enabled' in config) return config.enabled.filter((s) => findToolkit(s) !== undefined);
-  const disabled = config && 'disabled' in config ? config.disabled : [];
-  return TOOLKITS.map((t) => t.slug).filter((s) => !disabled.includes(s));
+  const disabled = new Set(config && 'disabled' in config ? config.disabled : []);
+  return catalog.map((t) => t.slug).filter((s) => !disabled.has(s));
+}
+
+/**
+ * `selectedAccount` for every toolkit at once (a Session lists a thousand toolkits): the
+ * Session user's accounts read once, by toolkit, newest first.
+ */
+export function selectedAccounts(store: SimStore, session: SessionRecord): (toolkit: string) => AccountRecord | undefined {
+  const mine = new Map<string, AccountRecord[]>();
+  for (const account of store.accounts.values()) {
+    if (account.userId !== session.userId) continue;
+    const list = mine.get(account.toolkit) ?? [];
+    list.push(account);
+    mine.set(account.toolkit, list);
+  }
+  for (const list of mine.values()) list.sort((a, b) => b.seq - a.seq);
+  return (toolkit) => {
+    const pinned = session.config.connected_accounts?.[toolkit]?.[0];
+    if (pinned) return store.accounts.get(pinned);
+    const list = mine.get(toolkit) ?? [];
+    return list.find((a) => a.status === 'ACTIVE') ?? list[0];
+  };
 }
 
 export function createLink(store: SimStore, session: SessionRecord, rawBody: unknown): LinkRecord {

@@ -85,6 +85,11 @@ export interface TriggerRecord {
   readonly connectedAccountId: string;
   readonly config: Record<string, unknown>;
   disabledAt: string | null;
+  /**
+   * Why Composio disabled the trigger by itself (`connection_expired`, …); null or absent when it
+   * runs, or when the project disabled it.
+   */
+  disabledReason?: string | null;
   updatedAt: string;
   readonly seq: number;
 }
@@ -126,6 +131,40 @@ export interface SimRecords {
   readonly mcp_session: McpSessionRecord[];
 }
 
+/** The readings of Composio's undocumented or contested behaviour this simulator answers with. */
+export interface SimReadings {
+  /**
+   * Connected accounts in list and get answers (and the expiry event's `data`) name their
+   * `user_id`. Composio deprecates it ("we will not be providing userId from this api anymore")
+   * and its documented expiry event has none: strict is `false`.
+   */
+  accountUserIds: boolean;
+  /**
+   * The status a sign-in takes once its connect link expired unused (ten minutes; the
+   * `status_reason` is Composio's). Undocumented: strict is `EXPIRED`; `FAILED`, or `INITIATED`
+   * (the status kept, only the reason set), are the other readings.
+   */
+  abandonedSignIn: 'EXPIRED' | 'FAILED' | 'INITIATED';
+  /**
+   * How a delete of a trigger already gone (deleted, or removed with its account) is answered:
+   * the spec names both 409 "already deleted" and 410 "already gone"; 409 by default.
+   */
+  deletedTrigger: 409 | 410;
+  /**
+   * An MCP `initialize` that carries an `mcp-session-id`: `refuse` (400, as the official SDK's
+   * server answers one addressed to a session already initialized, or unknown), or `new` (a new
+   * MCP session, the id ignored). The spec says only that a new `initialize` starts a new session.
+   */
+  mcpInitializeWithSessionId: 'refuse' | 'new';
+}
+
+export const STRICT_READINGS: Readonly<SimReadings> = {
+  accountUserIds: false,
+  abandonedSignIn: 'EXPIRED',
+  deletedTrigger: 409,
+  mcpInitializeWithSessionId: 'refuse',
+};
+
 export class SimStore {
   /** Set once the server listens; every URL the simulator hands out is on this origin. */
   origin = '';
@@ -138,7 +177,23 @@ export class SimStore {
   readonly triggers = new Map<string, TriggerRecord>();
   readonly subscriptions = new Map<string, SubscriptionRecord>();
   readonly mcpSessions = new Map<string, McpSessionRecord>();
+  /**
+   * Every trigger id handed out, so that a delete of one already gone (deleted, or removed with
+   * its account) answers "already deleted" rather than "not found". Not kept across restarts.
+   */
+  readonly issuedTriggerIds = new Set<string>();
+  /** Waits before each redelivery of a webhook not answered 2xx (server options; short in tests). */
+  redeliveryDelaysMs: readonly number[] = [];
+  /** Aborted when the simulator closes: redeliveries still waiting are dropped. */
+  closing: AbortSignal = new AbortController().signal;
   private seq = 0;
+  /** How far tests moved the simulator's time ahead of its clock (`advanceClock`). */
+  private aheadMs = 0;
+  /**
+   * Where Composio's sources disagree or are silent, the simulator takes the strictest reading;
+   * a test may select a kinder one to show the broker works with it too.
+   */
+  readonly readings: SimReadings = { ...STRICT_READINGS };
 
   constructor(
     readonly apiKey: string,
@@ -146,11 +201,16 @@ export class SimStore {
   ) {}
 
   now(): Date {
-    return this.clock();
+    return new Date(this.clock().getTime() + this.aheadMs);
   }
 
   nowIso(): string {
-    return this.clock().toISOString();
+    return this.now().toISOString();
+  }
+
+  /** Moves the simulator's time forward (tests: a sign-in abandoned for ten minutes). */
+  advanceClock(ms: number): void {
+    this.aheadMs += ms;
   }
 
   nextSeq(): number {
@@ -197,6 +257,7 @@ export class SimStore {
     );
     fill(this.authConfigs, r.auth_config, (x) => x.id);
     fill(this.triggers, r.trigger, (x) => x.id);
+    for (const id of this.triggers.keys()) this.issuedTriggerIds.add(id);
     fill(this.subscriptions, r.subscription, (x) => x.id);
     fill(this.mcpSessions, r.mcp_session, (x) => x.id);
   }

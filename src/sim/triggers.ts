@@ -38,6 +38,7 @@ export function upsertTrigger(store: SimStore, slug: string, rawBody: unknown): 
   );
   if (existing) {
     existing.disabledAt = null;
+    existing.disabledReason = null;
     existing.updatedAt = now;
     return { trigger: existing, created: false };
   }
@@ -53,6 +54,7 @@ export function upsertTrigger(store: SimStore, slug: string, rawBody: unknown): 
     seq: store.nextSeq(),
   };
   store.triggers.set(trigger.id, trigger);
+  store.issuedTriggerIds.add(trigger.id);
   return { trigger, created: true };
 }
 
@@ -109,6 +111,7 @@ export interface TriggerFilter {
 }
 
 export function listActiveTriggers(store: SimStore, filter: TriggerFilter): TriggerRecord[] {
+  reviveReconnectedTriggers(store);
   const names = filter.triggerNames?.map((n) => n.toUpperCase());
   return [...store.triggers.values()]
     .filter(
@@ -123,15 +126,78 @@ export function listActiveTriggers(store: SimStore, filter: TriggerFilter): Trig
     .sort((a, b) => a.seq - b.seq);
 }
 
+/**
+ * Composio answers 409 "Trigger instance already enabled/disabled" to a switch to the state the
+ * trigger is in (composio-api.md §10 row 2). Enabling a trigger Composio disabled by itself is a
+ * real change: it runs again, and the reason is forgotten.
+ */
 export function setTriggerStatus(store: SimStore, id: string, rawBody: unknown): void {
+  reviveReconnectedTriggers(store);
   const trigger = getTrigger(store, id);
   const status = optionalString(asObject(rawBody), 'status');
   if (status !== 'enable' && status !== 'disable') throw badRequest('status must be "enable" or "disable"');
-  trigger.disabledAt = status === 'enable' ? null : (trigger.disabledAt ?? store.nowIso());
+  const enabled = trigger.disabledAt === null;
+  if (enabled === (status === 'enable')) {
+    throw new SimError(409, SimCode.triggerInstanceConflict, `Trigger instance already ${enabled ? 'enabled' : 'disabled'}`);
+  }
+  trigger.disabledAt = status === 'enable' ? null : store.nowIso();
+  trigger.disabledReason = null;
   trigger.updatedAt = store.nowIso();
 }
 
+/**
+ * A trigger already deleted (here, or with its account) answers 409 "already deleted", or 410
+ * "already gone" when the simulator is told to (composio-api.md §10 row 3); one never handed out
+ * is 404.
+ */
 export function deleteTrigger(store: SimStore, id: string): void {
+  if (!store.triggers.has(id) && store.issuedTriggerIds.has(id)) {
+    const gone = store.readings.deletedTrigger === 410;
+    throw new SimError(
+      store.readings.deletedTrigger,
+      gone ? SimCode.triggerInstanceGone : SimCode.triggerInstanceConflict,
+      gone ? `Trigger instance ${id} is already gone` : `Trigger instance ${id} already deleted`,
+    );
+  }
   getTrigger(store, id);
   store.triggers.delete(id);
+}
+
+/** Why Composio disables a trigger by itself (composio-api.md §10 row 5). */
+export const COMPOSIO_DISABLE_REASONS = [
+  'connection_expired',
+  'subscription_auth_failure',
+  'subscription_refresh_failure',
+  'polling_failure_in_composio_infra',
+] as const;
+export type ComposioDisableReason = (typeof COMPOSIO_DISABLE_REASONS)[number];
+
+/**
+ * Composio stops a running trigger by itself. Answers false when it was not running (disabled
+ * already, by the project or by Composio): nothing changes, and nothing is announced.
+ */
+export function disableByComposio(store: SimStore, trigger: TriggerRecord, reason: ComposioDisableReason): boolean {
+  if (!(COMPOSIO_DISABLE_REASONS as readonly string[]).includes(reason)) {
+    throw badRequest(`reason must be one of ${COMPOSIO_DISABLE_REASONS.join(', ')}`);
+  }
+  if (trigger.disabledAt !== null) return false;
+  trigger.disabledAt = store.nowIso();
+  trigger.disabledReason = reason;
+  trigger.updatedAt = store.nowIso();
+  return true;
+}
+
+/**
+ * "The trigger is auto-re-enabled when the account returns to ACTIVE" (Composio's docs on
+ * `connection_expired`). Looked at whenever triggers are read or changed, so that however the
+ * account came back, its triggers run again.
+ */
+export function reviveReconnectedTriggers(store: SimStore): void {
+  for (const trigger of store.triggers.values()) {
+    if (trigger.disabledReason !== 'connection_expired') continue;
+    if (store.accounts.get(trigger.connectedAccountId)?.status !== 'ACTIVE') continue;
+    trigger.disabledAt = null;
+    trigger.disabledReason = null;
+    trigger.updatedAt = store.nowIso();
+  }
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { signWebhook } from '../composio/webhook-signature.js';
 import { badRequest, SimCode, SimError } from './errors.js';
 import { nanoId, webhookSecret } from './ids.js';
@@ -13,7 +14,19 @@ export const EVENT_TYPES = [
     description: 'A connected account can no longer be used and needs to be reconnected.',
     supported_versions: ['V3'],
   },
+  {
+    event_type: 'composio.trigger.disabled',
+    description: 'Composio disabled a trigger by itself (an expired connection, a failed subscription refresh, repeated polling failures).',
+    supported_versions: ['V3'],
+  },
 ] as const;
+
+/**
+ * Composio redelivers a webhook it got no 2xx for; its schedule is not documented. By default the
+ * simulator follows the Standard Webhooks one (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h), as
+ * migrations/functions/omb_events_seen.sql assumes; tests give a short one.
+ */
+export const STANDARD_REDELIVERY_DELAYS_MS: readonly number[] = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 
 const VERSIONS = ['V1', 'V2', 'V3'] as const;
 const DELIVERY_TIMEOUT_MS = 10_000;
@@ -96,28 +109,63 @@ function events(values: string[]): string[] {
 }
 
 export interface DeliveryResult {
-  /** The `webhook-id` header sent (`msg_…`). */
+  /** The `webhook-id` header sent (`msg_…`), the same on every attempt; `''` when nothing was sent. */
   readonly webhookId: string;
   readonly url: string;
-  /** The receiver's HTTP status; null when it could not be reached. */
+  /** The receiver's HTTP status; null when it could not be reached (or nothing was sent). */
   readonly status: number | null;
   readonly ok: boolean;
   readonly error?: string;
   readonly responseBody?: string;
+  /** Which attempt this was (`x-composio-delivery-attempt`); 1 for the first. */
+  readonly attempt?: number;
+  /** Set when the trigger's own Gmail query left the mail out: nothing was sent at all. */
+  readonly excludedByQuery?: string;
 }
 
 /**
  * POSTs one event, signed exactly as Composio signs (`webhook-id`, `webhook-timestamp`,
- * `webhook-signature: v1,<b64>`, `x-composio-webhook-version`). One attempt: Composio's retry
- * policy is unconfirmed, and a developer driving the simulator sees the answer directly.
+ * `webhook-signature: v1,<b64>`, `x-composio-webhook-version`), and answers the first attempt.
+ * Like Composio (at least once), an attempt not answered 2xx is tried again later with the same
+ * `webhook-id` and body, a fresh timestamp and signature and `x-composio-delivery-attempt: 2, 3, …`
+ * (composio-api.md §10 row 9), after each of `store.redeliveryDelaysMs`, to the subscription as it
+ * is then; until one is answered 2xx, the subscription is gone, or the simulator closes.
  */
 export async function deliver(
+  store: SimStore,
   subscription: SubscriptionRecord,
   build: (messageId: string, timestamp: Date) => unknown,
-  now: Date,
 ): Promise<DeliveryResult> {
   const webhookId = nanoId('msg', 24);
-  const body = JSON.stringify(build(webhookId, now));
+  const body = JSON.stringify(build(webhookId, store.now()));
+  const first = await attempt(subscription, webhookId, body, 1, store.now(), store.closing);
+  if (!first.ok) void redeliver(store, subscription.id, webhookId, body);
+  return first;
+}
+
+async function redeliver(store: SimStore, subscriptionId: string, webhookId: string, body: string): Promise<void> {
+  const delays = store.redeliveryDelaysMs;
+  for (const [index, delayMs] of delays.entries()) {
+    try {
+      await sleep(delayMs, undefined, { signal: store.closing });
+    } catch {
+      return;
+    }
+    const subscription = store.subscriptions.get(subscriptionId);
+    if (!subscription) return;
+    const result = await attempt(subscription, webhookId, body, index + 2, store.now(), store.closing);
+    if (result.ok || store.closing.aborted) return;
+  }
+}
+
+async function attempt(
+  subscription: SubscriptionRecord,
+  webhookId: string,
+  body: string,
+  n: number,
+  now: Date,
+  closing: AbortSignal,
+): Promise<DeliveryResult> {
   const timestamp = Math.floor(now.getTime() / 1000);
   const url = subscription.webhookUrl;
   try {
@@ -130,15 +178,16 @@ export async function deliver(
         'webhook-timestamp': String(timestamp),
         'webhook-signature': signWebhook({ id: webhookId, timestamp, body, secret: subscription.secret }),
         'x-composio-webhook-version': subscription.version,
+        'x-composio-delivery-attempt': String(n),
       },
       body,
       redirect: 'manual',
-      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+      signal: AbortSignal.any([AbortSignal.timeout(DELIVERY_TIMEOUT_MS), closing]),
     });
     const text = await response.text();
-    return { webhookId, url, status: response.status, ok: response.ok, responseBody: text.slice(0, 2000) };
+    return { webhookId, url, status: response.status, ok: response.ok, responseBody: text.slice(0, 2000), attempt: n };
   } catch (error) {
-    return { webhookId, url, status: null, ok: false, error: error instanceof Error ? error.message : String(error) };
+    return { webhookId, url, status: null, ok: false, error: error instanceof Error ? error.message : String(error), attempt: n };
   }
 }
 

@@ -1,4 +1,5 @@
 import { findToolkit, logoUrl, TOOLKIT_VERSION, type ToolkitDef, TRIGGER_TYPES, type TriggerTypeDef } from './catalog.js';
+import { metaToolNames } from './meta-tools.js';
 import type { AccountRecord, AuthConfigRecord, SessionRecord, SimStore, SubscriptionRecord, TriggerRecord } from './store.js';
 
 /** Records → Composio's JSON, field for field as in `composio-api.md` and the client's wire types. */
@@ -6,13 +7,11 @@ import type { AccountRecord, AuthConfigRecord, SessionRecord, SimStore, Subscrip
 /** The Session record already keeps its config in Composio's shape. */
 export type { SessionConfigWire } from './store.js';
 
-export const ROUTER_TOOLS = ['COMPOSIO_SEARCH_TOOLS', 'COMPOSIO_MULTI_EXECUTE_TOOL', 'COMPOSIO_MANAGE_CONNECTIONS'];
-
 export function sessionWire(store: SimStore, session: SessionRecord, options: { created: boolean }) {
   return {
     session_id: session.id,
     mcp: { type: 'http', url: store.mcpUrl(session.id) },
-    tool_router_tools: ROUTER_TOOLS,
+    tool_router_tools: metaToolNames(session.config),
     config: session.config,
     config_version: 1,
     ...(options.created
@@ -48,13 +47,17 @@ function accountState(store: SimStore, account: AccountRecord) {
   return { authScheme: 'OAUTH2', val: { status: account.status } };
 }
 
+/**
+ * An account as list and get answer it (and the expiry event carries it): `user_id` only under
+ * the kinder reading (`readings.accountUserIds`), as Composio deprecates it.
+ */
 export function accountWire(store: SimStore, account: AccountRecord, options: { withState: boolean } = { withState: true }) {
   const authConfig = store.authConfigs.get(account.authConfigId);
   return {
     id: account.id,
     word_id: account.wordId,
     alias: account.alias,
-    user_id: account.userId,
+    ...(store.readings.accountUserIds ? { user_id: account.userId } : {}),
     status: account.status,
     status_reason: account.statusReason,
     is_disabled: false,

@@ -238,15 +238,10 @@ export async function ownedAccount(
 ): Promise<ConnectedAccount> {
   const missing = () =>
     notFound(`connected account ${input.connectedAccountId} is not one of this installation's accounts`, 'connected_account_not_found');
-  let account: ConnectedAccount;
-  try {
-    account = await composio.getConnectedAccount(input.connectedAccountId);
-  } catch (error) {
-    if (isComposioNotFound(error)) throw missing();
-    throw error;
-  }
-  // Another user's account answers exactly like a missing one: nobody learns which ids exist.
-  if (account.userId !== owner.composioUserId) throw missing();
+  // Looked up among the installation's own Composio user's accounts (the list's filter is the
+  // proof): another user's account is not found, exactly like a missing one.
+  const account = await composio.findConnectedAccount(owner.composioUserId, input.connectedAccountId);
+  if (!account) throw missing();
   if (account.toolkit.toLowerCase() !== input.toolkit) {
     throw badRequest(`body.connectedAccountId: the account is a ${account.toolkit} account, not ${input.toolkit}`, 'toolkit_mismatch');
   }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { type ComposioGateway, type ConnectedAccount, isComposioNotFound } from '../composio/index.js';
+import type { ComposioGateway, ConnectedAccount } from '../composio/index.js';
 import { isOwnLabel, sameAlias } from '../connectors/patterns.js';
 import type { Db, Sql } from '../db/database.js';
 import { composioUserIdFor } from '../installations/tokens.js';
@@ -106,9 +106,8 @@ async function reattachGroup(deps: ReconnectDeps, rows: TriggerRow[]): Promise<n
     statuses: ['ACTIVE'],
     limit: 50,
   });
-  const active = page.items.filter(
-    (a: ConnectedAccount) => a.userId === owner.composioUserId && a.toolkit.toLowerCase() === toolkit && a.status === 'ACTIVE',
-  );
+  // Listed for the installation's own user: the filter is the proof the accounts are its.
+  const active = page.items.filter((a: ConnectedAccount) => a.toolkit.toLowerCase() === toolkit && a.status === 'ACTIVE');
   let moved = 0;
   for (const { row, alias } of labelled) {
     const account = accountUnder(active, alias);
@@ -136,16 +135,11 @@ function accountUnder(active: readonly ConnectedAccount[], label: string): Conne
  * person reconnects, so its label can be read from Composio once and kept.
  */
 async function learnAlias(deps: ReconnectDeps, composioUserId: string, row: TriggerRow): Promise<string | null> {
-  try {
-    const account = await deps.composio.getConnectedAccount(row.connectedAccountId);
-    if (account.userId !== composioUserId) return null;
-    const label = accountLabel(account.alias);
-    await setTriggerAccountAlias(deps.db, row.installationId, row.id, label);
-    return label;
-  } catch (error) {
-    if (isComposioNotFound(error)) return null;
-    throw error;
-  }
+  const account = await deps.composio.findConnectedAccount(composioUserId, row.connectedAccountId);
+  if (!account) return null;
+  const label = accountLabel(account.alias);
+  await setTriggerAccountAlias(deps.db, row.installationId, row.id, label);
+  return label;
 }
 
 /**

@@ -53,8 +53,17 @@ const Trigger = z
     config: z.record(z.string(), z.unknown()).describe('The configuration as the client sent it.'),
     enabled: z.boolean(),
     status: z
-      .enum(['active', 'paused', 'needs_reconnect'])
-      .describe('`needs_reconnect` once its account expired (whatever `enabled` says), else `paused` or `active`.'),
+      .enum(['active', 'paused', 'needs_reconnect', 'disabled_by_composio'])
+      .describe(
+        '`needs_reconnect` once its account expired (whatever `enabled` says; also when Composio stopped it with `connection_expired`); `disabled_by_composio` when Composio stopped it by itself for another reason (`statusReason` says which; resuming it with `PATCH {enabled: true}` asks Composio to run it again); else `paused` or `active`. The broker also finds such stops by reconciling with Composio, so a trigger Composio lost or stopped does not stay `active` here.',
+      ),
+    statusReason: z
+      .string()
+      .optional()
+      .meta({ examples: ['subscription_auth_failure'] })
+      .describe(
+        "With `disabled_by_composio` only: Composio's reason, as it gave it (`subscription_auth_failure`, `subscription_refresh_failure`, `polling_failure_in_composio_infra`, or another Composio may add).",
+      ),
     today: z
       .object({
         kept: z.number().int(),
@@ -214,7 +223,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
     tags: ['triggers'],
     summary: 'Pause, resume or move a trigger',
     description:
-      "`enabled` is switched on Composio first, then stored. `connectedAccountId` moves the trigger to another of the installation's accounts of the same app, which must be `ACTIVE` (checked with Composio, like create): its Composio trigger is made anew there and the old one deleted, and it keeps its id, automation, filter, config, on/off state and today's counters. A trigger that needs a reconnect comes back by itself once an account under its old label is `ACTIVE`; this is the explicit way.",
+      "`enabled` is switched on Composio first, then stored (Composio's `409` for a state the trigger already has there counts as done; resuming a trigger Composio stopped asks Composio to run it again and clears `disabled_by_composio`). `connectedAccountId` moves the trigger to another of the installation's accounts of the same app, which must be `ACTIVE` (checked with Composio, like create): its Composio trigger is made anew there and the old one deleted, and it keeps its id, automation, filter, config, on/off state and today's counters. A trigger that needs a reconnect comes back by itself once an account under its old label is `ACTIVE`; this is the explicit way.",
     security: installationToken,
     params: IdParams,
     body: UpdateTriggerBody,
@@ -246,7 +255,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
   const remove = {
     tags: ['triggers'],
     summary: 'Delete a trigger',
-    description: 'Deleted on Composio (already gone there is fine), then here.',
+    description: 'Deleted on Composio (already gone there is fine: Composio answers `404`, `409` or `410`), then here.',
     security: installationToken,
     params: IdParams,
     response: {

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { and, asc, count, eq, isNotNull, isNull, ne, sql } from 'drizzle-orm';
+import { and, asc, count, eq, inArray, isNotNull, isNull, lte, ne, sql } from 'drizzle-orm';
 import { isOwnLabel } from '../connectors/patterns.js';
 import type { Db, DbOrTransaction } from '../db/database.js';
-import { triggerDailyUsage, triggers } from '../db/schema.js';
+import { triggerDailyUsage, triggerOrphans, triggers } from '../db/schema.js';
 import { type TriggerRow, type TriggerView, toTriggerView } from './view.js';
 
 /**
@@ -91,26 +91,34 @@ export async function insertTriggerWithinCap(db: Db, row: NewTriggerRow, max: nu
   });
 }
 
-/** Triggers of every installation that deliver events: enabled, and not waiting for their account to be reconnected. */
+/**
+ * Triggers of every installation that deliver events: enabled, not waiting for their account to
+ * be reconnected, and not stopped by Composio.
+ */
 export async function countActiveTriggers(db: Db): Promise<number> {
   const [row] = await db
     .select({ n: count() })
     .from(triggers)
-    .where(and(eq(triggers.enabled, true), isNull(triggers.needsReconnectAt)));
+    .where(and(eq(triggers.enabled, true), isNull(triggers.needsReconnectAt), isNull(triggers.composioDisabledAt)));
   return row?.n ?? 0;
 }
 
+/**
+ * The on/off state the client asked for, once Composio has it: whatever Composio had stopped by
+ * itself is now in the state the client chose, so Composio's stop is cleared.
+ */
 export async function setTriggerRowEnabled(db: Db, installationId: string, id: string, enabled: boolean): Promise<TriggerRow | undefined> {
   const [row] = await db
     .update(triggers)
-    .set({ enabled })
+    .set({ enabled, composioDisabledAt: null, composioDisabledReason: null })
     .where(and(eq(triggers.installationId, installationId), eq(triggers.id, id)))
     .returning();
   return row;
 }
 
 /**
- * Points the trigger at another account and its Composio trigger, and clears `needs_reconnect`;
+ * Points the trigger at another account and its Composio trigger, and clears `needs_reconnect`
+ * (and a stop by Composio, which was the old Composio trigger's);
  * only if the row still holds the Composio trigger it was read with (a concurrent change wins).
  */
 export async function moveTriggerRow(
@@ -120,7 +128,7 @@ export async function moveTriggerRow(
 ): Promise<TriggerRow | undefined> {
   const [moved] = await db
     .update(triggers)
-    .set({ ...to, needsReconnectAt: null, reconnectAskedAt: null })
+    .set({ ...to, needsReconnectAt: null, reconnectAskedAt: null, composioDisabledAt: null, composioDisabledReason: null })
     .where(
       and(eq(triggers.installationId, row.installationId), eq(triggers.id, row.id), eq(triggers.composioTriggerId, row.composioTriggerId)),
     )
@@ -182,6 +190,54 @@ export async function triggersNeedingReconnect(db: Db, limit: number): Promise<T
     .where(isNotNull(triggers.needsReconnectAt))
     .orderBy(asc(triggers.needsReconnectAt), asc(triggers.id))
     .limit(limit);
+}
+
+/** Every installation's triggers, for the reconciliation with Composio. */
+export async function allTriggerRows(db: Db): Promise<TriggerRow[]> {
+  return db.select().from(triggers).orderBy(asc(triggers.id));
+}
+
+/**
+ * Composio runs the trigger again (found so by the reconciliation): its stop is cleared, only if
+ * the row still holds that Composio trigger.
+ */
+export async function clearComposioStop(db: Db, row: Pick<TriggerRow, 'id' | 'installationId' | 'composioTriggerId'>): Promise<void> {
+  await db
+    .update(triggers)
+    .set({ composioDisabledAt: null, composioDisabledReason: null })
+    .where(
+      and(eq(triggers.installationId, row.installationId), eq(triggers.id, row.id), eq(triggers.composioTriggerId, row.composioTriggerId)),
+    );
+}
+
+/**
+ * Notes Composio triggers no row holds, keeping when each was first seen so; answers the ones
+ * first seen at or before `seenBefore` (unowned for the whole grace period).
+ */
+export async function noteOrphans(db: Db, composioTriggerIds: readonly string[], now: Date, seenBefore: Date): Promise<string[]> {
+  if (composioTriggerIds.length === 0) return [];
+  await db
+    .insert(triggerOrphans)
+    .values(composioTriggerIds.map((composioTriggerId) => ({ composioTriggerId, firstSeenAt: now })))
+    .onConflictDoNothing();
+  const rows = await db
+    .select({ id: triggerOrphans.composioTriggerId })
+    .from(triggerOrphans)
+    .where(and(inArray(triggerOrphans.composioTriggerId, [...composioTriggerIds]), lte(triggerOrphans.firstSeenAt, seenBefore)));
+  return rows.map((r) => r.id);
+}
+
+/** Forgets the orphans that are not (or no longer) unowned on Composio: owned again, or deleted. */
+export async function forgetOrphansExcept(db: Db, stillOrphaned: ReadonlySet<string>): Promise<void> {
+  const noted = await db.select({ id: triggerOrphans.composioTriggerId }).from(triggerOrphans);
+  const gone = noted.map((r) => r.id).filter((id) => !stillOrphaned.has(id));
+  for (let at = 0; at < gone.length; at += 1000) {
+    await db.delete(triggerOrphans).where(inArray(triggerOrphans.composioTriggerId, gone.slice(at, at + 1000)));
+  }
+}
+
+export async function forgetOrphan(db: Db, composioTriggerId: string): Promise<void> {
+  await db.delete(triggerOrphans).where(eq(triggerOrphans.composioTriggerId, composioTriggerId));
 }
 
 export async function deleteTriggerRow(db: Db, installationId: string, id: string): Promise<boolean> {

@@ -9,7 +9,9 @@ import type { TriggerView } from './view.js';
 /**
  * Pauses or resumes one of the installation's triggers: on Composio first, so the stored state
  * never claims events are paused while Composio still sends them. Switching to the state it is
- * already in still asks Composio, which repairs a trigger someone changed on Composio directly.
+ * already in still asks Composio, which repairs a trigger someone changed on Composio directly;
+ * Composio's `409` "already enabled/disabled" then counts as done (in the gateway). Resuming a
+ * trigger Composio stopped by itself asks it to run again, and clears the stop.
  */
 export async function setTriggerEnabled(
   deps: TriggerDeps,

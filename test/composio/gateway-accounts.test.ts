@@ -52,7 +52,7 @@ describe('reading one account', () => {
   it('returns only the broker’s fields: never state, tokens or params', async () => {
     h = await startHarness();
     const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
-    const account = await h.gateway.getConnectedAccount(accountId);
+    const account = await h.gateway.findConnectedAccount('omb_user1', accountId);
     expect(account).toEqual({
       id: accountId,
       alias: 'work',
@@ -62,6 +62,51 @@ describe('reading one account', () => {
       createdAt: expect.any(String),
     });
     expect(JSON.stringify(account)).not.toMatch(/token|sim-/);
+  });
+
+  it('finds it in its user’s list, by the user and id filters, in one call', async () => {
+    h = await startHarness();
+    const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
+    const before = h.sim.controls.requests().length;
+    expect(await h.gateway.findConnectedAccount('omb_user1', accountId)).toMatchObject({ id: accountId });
+    const sent = h.sim.controls.requests().slice(before);
+    expect(sent.map((r) => `${r.method} ${r.path}`)).toEqual(['GET /api/v3.1/connected_accounts']);
+    expect(sent[0]?.query).toContain('user_ids=omb_user1');
+    expect(sent[0]?.query).toContain(`connected_account_ids=${accountId}`);
+  });
+
+  it('finds nothing for another user’s account or an unknown id', async () => {
+    h = await startHarness();
+    const { accountId } = await connectAccount(h, 'omb_user1', 'gmail', 'work');
+    expect(await h.gateway.findConnectedAccount('omb_user2', accountId)).toBeNull();
+    expect(await h.gateway.findConnectedAccount('omb_user1', 'ca_nope')).toBeNull();
+  });
+});
+
+describe('ownership without user_id in Composio’s answers', () => {
+  it('lists and finds the user’s accounts from answers that name no user', async () => {
+    h = await startHarness();
+    const mine = h.sim.controls.createAccount({ userId: 'omb_mine', toolkit: 'gmail', alias: 'a', status: 'ACTIVE' });
+    h.sim.controls.createAccount({ userId: 'omb_theirs', toolkit: 'gmail', alias: 'b', status: 'ACTIVE' });
+    // What Composio answers: no user_id at all (deprecated).
+    const raw = await fetch(`${h.sim.origin}/api/v3.1/connected_accounts?user_ids=omb_mine`, { headers: { 'x-api-key': h.sim.apiKey } });
+    const body = (await raw.json()) as { items: Record<string, unknown>[] };
+    expect(body.items.map((a) => a.id)).toEqual([mine.id]);
+    expect(body.items[0]).not.toHaveProperty('user_id');
+
+    const page = await h.gateway.listConnectedAccounts({ userId: 'omb_mine', limit: 50 });
+    expect(page.items).toMatchObject([{ id: mine.id, userId: 'omb_mine' }]);
+    expect(await h.gateway.findConnectedAccount('omb_mine', mine.id)).toMatchObject({ id: mine.id, userId: 'omb_mine' });
+    expect(await h.gateway.findConnectedAccount('omb_theirs', mine.id)).toBeNull();
+  });
+
+  it('works the same where Composio still sends user_id (the kinder reading)', async () => {
+    h = await startHarness({}, { readings: { accountUserIds: true } });
+    const mine = h.sim.controls.createAccount({ userId: 'omb_mine', toolkit: 'gmail', alias: 'a', status: 'ACTIVE' });
+    const raw = await fetch(`${h.sim.origin}/api/v3.1/connected_accounts/${mine.id}`, { headers: { 'x-api-key': h.sim.apiKey } });
+    expect(await raw.json()).toMatchObject({ id: mine.id, user_id: 'omb_mine' });
+    expect(await h.gateway.findConnectedAccount('omb_mine', mine.id)).toMatchObject({ id: mine.id, userId: 'omb_mine' });
+    expect(await h.gateway.findConnectedAccount('omb_theirs', mine.id)).toBeNull();
   });
 });
 
@@ -76,7 +121,7 @@ describe('deleting an account', () => {
         .slice(-2)
         .map((r) => `${r.method} ${r.path} ${r.status}`),
     ).toEqual([`POST /api/v3.1/connected_accounts/${accountId}/revoke 200`, `DELETE /api/v3.1/connected_accounts/${accountId} 200`]);
-    await expect(h.gateway.getConnectedAccount(accountId)).rejects.toMatchObject({ code: 'composio_not_found' });
+    expect(await h.gateway.findConnectedAccount('omb_user1', accountId)).toBeNull();
   });
 
   it('still deletes when the app cannot revoke programmatically', async () => {

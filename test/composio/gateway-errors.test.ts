@@ -22,7 +22,7 @@ async function failure(promise: Promise<unknown>): Promise<AppError> {
 describe('Composio errors become failures, answered as the broker’s errors', () => {
   it('maps 404 to composio_not_found', async () => {
     h = await startHarness();
-    const error = await failure(h.gateway.getConnectedAccount('ca_missing'));
+    const error = await failure(h.gateway.deleteConnectedAccount('ca_missing', { revoke: false }));
     expect(error).toMatchObject({ status: 404, code: 'composio_not_found' });
     expect(error.message).toContain('ca_missing');
     expect((await failure(h.gateway.getSession('trs_missing'))).code).toBe('composio_not_found');

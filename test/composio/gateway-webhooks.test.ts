@@ -26,7 +26,7 @@ describe('webhook subscription', () => {
         id: created.id,
         webhookUrl: 'http://127.0.0.1:2/v1/webhooks/composio',
         version: 'V3',
-        enabledEvents: ['composio.trigger.message', 'composio.connected_account.expired'],
+        enabledEvents: ['composio.trigger.message', 'composio.connected_account.expired', 'composio.trigger.disabled'],
         createdAt: expect.any(String),
       },
     ]);
@@ -93,18 +93,20 @@ describe('webhook subscription', () => {
 });
 
 describe('catalog', () => {
-  it('returns Composio’s v3 toolkit page as-is', async () => {
+  it('returns Composio’s v3 toolkit catalog as-is, every page of it as one', async () => {
     h = await startHarness();
     const catalog = (await h.gateway.getCatalog()) as {
       items: { slug: string; no_auth: boolean; composio_managed_auth_schemes: string[] }[];
       next_cursor: unknown;
       total_items: number;
     };
-    expect(catalog.items.map((t) => t.slug)).toEqual(['gmail', 'slack', 'github', 'googlecalendar', 'hackernews', 'xero']);
-    expect(catalog).toMatchObject({ next_cursor: null, total_pages: 1, current_page: 1, total_items: 6 });
+    expect(catalog.items.map((t) => t.slug).slice(0, 6)).toEqual(['gmail', 'slack', 'github', 'googlecalendar', 'hackernews', 'xero']);
+    expect(new Set(catalog.items.map((t) => t.slug)).size).toBe(1000);
+    expect(catalog).toMatchObject({ next_cursor: null, total_pages: 1, current_page: 1, total_items: 1000 });
     expect(catalog.items.find((t) => t.slug === 'xero')?.composio_managed_auth_schemes).toEqual([]);
     expect(catalog.items.find((t) => t.slug === 'hackernews')?.no_auth).toBe(true);
-    const [request] = h.sim.controls.requests();
-    expect(`${request?.path}?${request?.query}`).toBe('/api/v3/toolkits?limit=500&sort_by=usage');
+    const [request, ...more] = h.sim.controls.requests();
+    expect(`${request?.path}?${request?.query}`).toBe('/api/v3/toolkits?limit=1000&sort_by=usage');
+    expect(more).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { ComposioFailure, type ComposioGateway, type ComposioGatewayOptions, createComposioGateway } from '../../src/composio/index.js';
 import { composioFailureAnswer } from '../../src/http/composio-failures.js';
-import { type Simulator, startSimulator } from '../../src/sim/index.js';
+import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/sim/index.js';
 
 export interface CallRecord {
   operation: string;
@@ -18,9 +18,15 @@ export interface Harness {
 
 export const silentLogger = pino({ level: 'silent' });
 
-/** A fresh simulator and a gateway pointed at it through the real SDK. */
-export async function startHarness(overrides: Partial<ComposioGatewayOptions> = {}): Promise<Harness> {
-  const sim = await startSimulator({ apiKey: 'sim_test_key', logger: false });
+/**
+ * A fresh simulator and a gateway pointed at it through the real SDK. `simulator`: options of
+ * the simulator (a kinder reading of Composio for one test; strict by default).
+ */
+export async function startHarness(
+  overrides: Partial<ComposioGatewayOptions> = {},
+  simulator: Partial<Omit<SimulatorOptions, 'apiKey'>> = {},
+): Promise<Harness> {
+  const sim = await startSimulator({ apiKey: 'sim_test_key', logger: false, ...simulator });
   const calls: CallRecord[] = [];
   const gateway = createComposioGateway({
     apiKey: sim.apiKey,

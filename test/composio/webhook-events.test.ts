@@ -44,7 +44,7 @@ describe('parseWebhookEvent', () => {
     });
   });
 
-  it('reads an expired account', async () => {
+  it('reads an expired account, whose data names no user (Composio deprecates user_id)', async () => {
     const { accountId } = await connectAccount(h, 'omb_user2', 'slack', 'team');
     const { delivery } = await h.sim.controls.expireAccount(accountId);
     expect(delivery).toMatchObject({ ok: true, status: 200 });
@@ -56,13 +56,14 @@ describe('parseWebhookEvent', () => {
         id: delivery?.webhookId,
         timestamp: expect.any(String),
         connectedAccountId: accountId,
-        userId: 'omb_user2',
+        userId: null,
         toolkit: 'slack',
       },
     });
     const raw = JSON.parse(receiver.received.at(-1)?.body.toString() ?? '{}');
     expect(raw.metadata).toEqual({ project_id: expect.stringMatching(/^pr_/), org_id: expect.stringMatching(/^ok_/) });
-    expect(raw.data).toMatchObject({ id: accountId, user_id: 'omb_user2', status: 'EXPIRED', toolkit: { slug: 'slack' } });
+    expect(raw.data).toMatchObject({ id: accountId, status: 'EXPIRED', toolkit: { slug: 'slack' } });
+    expect(raw.data).not.toHaveProperty('user_id');
   });
 
   it('reads an expired account without user_id, as Composio documents the event (user_id is deprecated)', () => {

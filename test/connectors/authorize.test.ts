@@ -159,6 +159,7 @@ describe('authorize and the sign-in note', () => {
     const ctx: AuthorizeContext = {
       db: w.t.database.db,
       composio: w.h.gateway,
+      clock: w.t.clock,
       noteSignInLink: async (installationId, toolkit, alias) => {
         if (failing) throw new Error('the note was refused');
         notes.push([installationId, toolkit, alias]);

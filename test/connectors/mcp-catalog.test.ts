@@ -92,7 +92,7 @@ describe('POST /v1/mcp', () => {
       m,
       rpc(4, 'tools/call', {
         name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
-        arguments: { tools: [{ tool_slug: 'GMAIL_FETCH_EMAILS', arguments: {}, account: 'work' }] },
+        arguments: { tools: [{ tool_slug: 'GMAIL_FETCH_EMAILS', arguments: {}, account: 'work' }], sync_response_to_workbench: false },
       }),
       session,
     );

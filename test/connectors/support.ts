@@ -9,9 +9,9 @@ export interface ConnectorsWorld {
   close(): Promise<void>;
 }
 
-/** The broker with its gateway pointed at a fresh simulator, through the real SDK. */
-export async function startWorld(env: Env = {}): Promise<ConnectorsWorld> {
-  const h = await startHarness();
+/** The broker with its gateway pointed at a fresh simulator (strict unless `simulator` says), through the real SDK. */
+export async function startWorld(env: Env = {}, simulator: Parameters<typeof startHarness>[1] = {}): Promise<ConnectorsWorld> {
+  const h = await startHarness({}, simulator);
   const t = await buildTestApp({ CONNECTOR_REQUESTS_PER_MINUTE: '10000', ...env }, { composio: h.gateway });
   return {
     t,

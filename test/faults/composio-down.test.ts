@@ -33,6 +33,9 @@ beforeAll(async () => {
       METRICS_TOKEN,
       CONNECTOR_REQUESTS_PER_MINUTE: '100000',
       REGISTRATIONS_PER_MINUTE: '100000',
+      // MCP's own deadline for an answer to start (minutes by default, for slow tools), set to
+      // the gateway's here so a slow Composio is seen within the test.
+      MCP_TIMEOUT_MS: String(TIMEOUT_MS),
     },
     { composio: h.gateway },
   );

@@ -40,11 +40,21 @@ describe('a spawned broker', () => {
     const armed = await fetch(`${simulator}/_sim/mcp/streaming`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json' },
-      body: JSON.stringify({ chunks: 8, intervalMs: 250, times: 2 }),
+      body: JSON.stringify({ chunks: 8, intervalMs: 250, times: 1 }),
     });
     expect(armed.ok).toBe(true);
     const port = Number(new URL(broker.url).port);
-    for (const accept of ['text/event-stream', 'application/json']) {
+    for (const as of ['sse', 'json']) {
+      // The strict MCP server answers as the control says; every client accepts both.
+      const accept = 'application/json, text/event-stream';
+      if (as === 'json') {
+        const again = await fetch(`${simulator}/_sim/mcp/streaming`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json' },
+          body: JSON.stringify({ chunks: 8, intervalMs: 250, times: 1, as }),
+        });
+        expect(again.ok).toBe(true);
+      }
       const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
       const socket = connect(port, '127.0.0.1');
       await new Promise<void>((resolve) => socket.once('connect', () => resolve()));

@@ -96,19 +96,22 @@ async function mcpSessionId(m: Member): Promise<string> {
   return init.headers.get('mcp-session-id')!;
 }
 
-function mcpRequest(sessionId: string, accept: string, id: number): string {
+/** What every MCP client must accept; which of the two the answer is, the server decides. */
+const BOTH = 'application/json, text/event-stream';
+
+function mcpRequest(sessionId: string, id: number): string {
   const body = rpc(id, 'tools/list');
-  const headers = { ...a.auth, 'content-type': 'application/json', accept, 'mcp-session-id': sessionId };
+  const headers = { ...a.auth, 'content-type': 'application/json', accept: BOTH, 'mcp-session-id': sessionId };
   return head('POST', '/v1/mcp', headers, Buffer.byteLength(body)) + body;
 }
 
 describe('a client hanging up on /v1/mcp ends only its own request', () => {
-  for (const accept of ['text/event-stream', 'application/json']) {
-    it(`hangs up mid-answer (${accept})`, async () => {
+  for (const as of ['sse', 'json'] as const) {
+    it(`hangs up mid-answer (${as})`, async () => {
       const sessionId = await mcpSessionId(a);
-      w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 300, times: 1 });
+      w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 300, times: 1, as });
       const socket = await open();
-      socket.write(mcpRequest(sessionId, accept, 1));
+      socket.write(mcpRequest(sessionId, 1));
       // The simulator is still pacing its answer (1.2 s in all) when the client goes.
       await delay(500);
       socket.destroy();
@@ -116,26 +119,26 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
       await stillServing();
     });
 
-    it(`hangs up before the answer's headers (${accept})`, async () => {
+    it(`hangs up before the answer's headers (${as})`, async () => {
       const sessionId = await mcpSessionId(a);
-      w.h.sim.controls.injectFault({ delayMs: 800, path: '/tool_router/', times: 1 });
+      w.h.sim.controls.injectFault({ delayMs: 800, path: '/tool_router/', times: 1, ...(as === 'json' ? { answerAs: as } : {}) });
       const socket = await open();
-      socket.write(mcpRequest(sessionId, accept, 2));
+      socket.write(mcpRequest(sessionId, 2));
       await delay(300);
       socket.destroy();
       await delay(1_000);
       await stillServing();
     });
 
-    it(`survives Composio breaking off mid-answer (${accept})`, async () => {
+    it(`survives Composio breaking off mid-answer (${as})`, async () => {
       const sessionId = await mcpSessionId(a);
-      w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 100, times: 1, breakAfter: 2 });
+      w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 100, times: 1, breakAfter: 2, as });
       const response = await fetch(`${origin}/v1/mcp`, {
         method: 'POST',
-        headers: { ...a.auth, 'content-type': 'application/json', accept, 'mcp-session-id': sessionId },
+        headers: { ...a.auth, 'content-type': 'application/json', accept: BOTH, 'mcp-session-id': sessionId },
         body: rpc(3, 'tools/list'),
       });
-      if (accept === 'application/json') {
+      if (as === 'json') {
         // Nothing had gone out yet (a JSON answer is read whole): the whole answer is Composio failing.
         expect(response.status).toBe(502);
         expect(await response.json()).toEqual({ error: expect.stringMatching(/broke off/), code: 'upstream_unavailable' });
@@ -152,7 +155,7 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     const sessionId = await mcpSessionId(a);
     w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 300, times: 1 });
     const mcp = await open();
-    mcp.write(mcpRequest(sessionId, 'text/event-stream', 5));
+    mcp.write(mcpRequest(sessionId, 5));
     await received(mcp);
     const poll = await open();
     poll.write(head('GET', '/v1/events?wait=20', a.auth));
@@ -182,7 +185,7 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 100, times: 1, breakAfter: 2 });
     const response = await fetch(`${origin}/v1/mcp`, {
       method: 'POST',
-      headers: { ...a.auth, 'content-type': 'application/json', accept: 'text/event-stream', 'mcp-session-id': sessionId },
+      headers: { ...a.auth, 'content-type': 'application/json', accept: BOTH, 'mcp-session-id': sessionId },
       body: rpc(6, 'tools/list'),
     });
     await expect(response.text()).rejects.toThrow();
@@ -206,7 +209,7 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     // 3 s of answer: the client stops reading at once and goes while it still streams.
     w.h.sim.controls.setMcpStreaming({ chunks: 50, intervalMs: 60, times: 1 });
     const socket = await open();
-    socket.write(mcpRequest(sessionId, 'text/event-stream', 4));
+    socket.write(mcpRequest(sessionId, 4));
     await received(socket);
     socket.pause();
     await delay(1_000);
@@ -319,7 +322,7 @@ describe('a client hanging up on any route ends only its own request', () => {
     for (const after of [0, 50, 150, 300, 450]) {
       w.h.sim.controls.setMcpStreaming({ chunks: 4, intervalMs: 100, times: 1 });
       const socket = await open();
-      socket.write(mcpRequest(sessionId, 'text/event-stream', 10));
+      socket.write(mcpRequest(sessionId, 10));
       await delay(after);
       socket.destroy();
     }

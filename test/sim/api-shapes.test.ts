@@ -57,7 +57,15 @@ describe('shapes', () => {
     expect(res.json).toMatchObject({
       session_id: expect.stringMatching(/^trs_/),
       mcp: { type: 'http', url: `${sim.origin}/tool_router/${res.json.session_id}/mcp` },
-      tool_router_tools: ['COMPOSIO_SEARCH_TOOLS', 'COMPOSIO_MULTI_EXECUTE_TOOL', 'COMPOSIO_MANAGE_CONNECTIONS'],
+      // What this Session lists over MCP: no wait-for-connections (not asked for), the workbench on.
+      tool_router_tools: [
+        'COMPOSIO_SEARCH_TOOLS',
+        'COMPOSIO_MULTI_EXECUTE_TOOL',
+        'COMPOSIO_MANAGE_CONNECTIONS',
+        'COMPOSIO_REMOTE_WORKBENCH',
+        'COMPOSIO_REMOTE_BASH_TOOL',
+        'COMPOSIO_GET_TOOL_SCHEMAS',
+      ],
       config: { user_id: 'u1', preload: { tools: [] }, search: {}, execute: {}, manage_connections: { enabled: true } },
       config_version: 1,
     });
@@ -118,7 +126,11 @@ describe('shapes', () => {
     const limited = await call('GET', '/api/v3/toolkits');
     expect(limited.status).toBe(429);
     expect(limited.headers.get('retry-after')).toBe('7');
-    expect(limited.json).toMatchObject(errorShape(429));
+    // Composio's documented 429 (composio-api.md §10 row 8): a flat body and its rate-limit headers.
+    expect(limited.json).toEqual({ message: expect.stringMatching(/^Rate limit exceeded\. Limit: \d+ requests per /) });
+    expect(limited.headers.get('x-ratelimit')).toMatch(/^\d+$/);
+    expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(limited.headers.get('x-ratelimit-window-size')).toBe('600s');
     expect((await call('GET', '/api/v3/toolkits')).status).toBe(200);
     expect(sim.controls.requests().map((r) => r.status)).toEqual([429, 200]);
   });

@@ -27,12 +27,12 @@ describe('consent page', () => {
       await page.goto(link.url);
       expect(await page.locator('h1').textContent()).toBe('Connect Gmail');
       expect(await page.locator('body').textContent()).toContain('work');
-      expect((await h.gateway.getConnectedAccount(link.connectedAccountId)).status).toBe('INITIATED');
+      expect((await h.gateway.findConnectedAccount('omb_browser', link.connectedAccountId))?.status).toBe('INITIATED');
 
       await page.getByRole('button', { name: 'Authorize' }).click();
       await page.locator('#result').waitFor();
       expect(await page.locator('#result').textContent()).toContain('ACTIVE');
-      expect((await h.gateway.getConnectedAccount(link.connectedAccountId)).status).toBe('ACTIVE');
+      expect((await h.gateway.findConnectedAccount('omb_browser', link.connectedAccountId))?.status).toBe('ACTIVE');
     } finally {
       await page.close();
     }
@@ -47,7 +47,7 @@ describe('consent page', () => {
       await page.getByRole('button', { name: 'Deny' }).click();
       await page.locator('#result').waitFor();
       expect(await page.locator('#result').textContent()).toContain('Access denied');
-      expect((await h.gateway.getConnectedAccount(link.connectedAccountId)).status).toBe('FAILED');
+      expect((await h.gateway.findConnectedAccount('omb_browser_2', link.connectedAccountId))?.status).toBe('FAILED');
       expect(linkToken(link.url)).toMatch(/^ln_/);
     } finally {
       await page.close();

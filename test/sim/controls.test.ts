@@ -185,16 +185,18 @@ describe('/_sim controls', () => {
     expect(await noticeAfter(await form(`/_sim/triggers/${trigger}/fire`, { data: '' }))).toMatch(
       /^Fired ti_\w+: msg_\w+ to .* answered 200$/,
     );
-    expect(await noticeAfter(await form(`/_sim/accounts/${account.id}/expire`, {}))).toMatch(
-      new RegExp(`^${account.id} is EXPIRED; webhook msg_\\w+ to .* answered 200$`),
-    );
-
-    // JSON clients, with a body or none.
+    // JSON clients, with a body or none (before the account expires: its trigger stops with it).
     for (const fired of [await json(`/_sim/triggers/${trigger}/fire`), await json(`/_sim/triggers/${trigger}/fire`, {})]) {
       expect(fired.status).toBe(200);
       expect(fired.headers.get('content-type')).toContain('application/json');
       expect(await fired.json()).toMatchObject({ webhookId: expect.stringMatching(/^msg_/), status: 200, ok: true });
     }
+    expect(await noticeAfter(await form(`/_sim/accounts/${account.id}/expire`, {}))).toMatch(
+      // The account's running trigger stops with it, as Composio stops it (connection_expired).
+      new RegExp(`^${account.id} is EXPIRED; webhook msg_\\w+ to .* answered 200; 1 trigger\\(s\\) disabled \\(connection_expired\\)$`),
+    );
+
+    // JSON clients, with a body or none.
     for (const expired of [await json(`/_sim/accounts/${account.id}/expire`), await json(`/_sim/accounts/${account.id}/expire`, {})]) {
       expect(expired.status).toBe(200);
       expect(expired.headers.get('content-type')).toContain('application/json');

@@ -82,18 +82,29 @@ describe('MCP endpoint', () => {
 
     const list = await rpc(mcp.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { sessionId });
     const tools = list.last.result.tools as { name: string; inputSchema: { type: string } }[];
-    expect(tools.map((t) => t.name)).toEqual(['COMPOSIO_SEARCH_TOOLS', 'COMPOSIO_MULTI_EXECUTE_TOOL', 'COMPOSIO_MANAGE_CONNECTIONS']);
+    // No wait-for-connections (not asked for); the workbench is on by default.
+    expect(tools.map((t) => t.name)).toEqual([
+      'COMPOSIO_SEARCH_TOOLS',
+      'COMPOSIO_MULTI_EXECUTE_TOOL',
+      'COMPOSIO_MANAGE_CONNECTIONS',
+      'COMPOSIO_REMOTE_WORKBENCH',
+      'COMPOSIO_REMOTE_BASH_TOOL',
+      'COMPOSIO_GET_TOOL_SCHEMAS',
+    ]);
     expect(tools.every((t) => t.inputSchema.type === 'object')).toBe(true);
   });
 
-  it('answers JSON when the client accepts only JSON', async () => {
+  it('refuses a POST that does not accept both JSON and SSE (406), and answers JSON when told to', async () => {
     sim = await startSimulator({ apiKey: 'k', logger: false });
     const { mcp } = await newSession();
     const { sessionId } = await initialize(mcp.url);
-    const res = await rpc(mcp.url, { jsonrpc: '2.0', id: 'p', method: 'ping' }, { sessionId, accept: 'application/json' });
+    for (const accept of ['application/json', 'text/event-stream', 'text/html', '*/*']) {
+      expect((await rpc(mcp.url, { jsonrpc: '2.0', id: 'p', method: 'ping' }, { sessionId, accept })).status).toBe(406);
+    }
+    sim.controls.setMcpStreaming({ chunks: 2, intervalMs: 0, times: 1, as: 'json' });
+    const res = await rpc(mcp.url, { jsonrpc: '2.0', id: 'p', method: 'ping' }, { sessionId });
     expect(res.contentType).toMatch(/^application\/json/);
     expect(res.last).toEqual({ jsonrpc: '2.0', id: 'p', result: {} });
-    expect((await rpc(mcp.url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { accept: 'text/html' })).status).toBe(406);
   });
 
   it('requires the key, a live session id, and a known tool router session', async () => {
@@ -130,7 +141,10 @@ describe('MCP endpoint', () => {
         method: 'tools/call',
         params: {
           name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
-          arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: { recipient_email: 'a@b.c' } }] },
+          arguments: {
+            tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: { recipient_email: 'a@b.c' } }],
+            sync_response_to_workbench: false,
+          },
         },
       },
       { sessionId },
@@ -152,7 +166,10 @@ describe('MCP endpoint', () => {
         jsonrpc: '2.0',
         id: 4,
         method: 'tools/call',
-        params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_FETCH_EMAILS', arguments: {} }] } },
+        params: {
+          name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
+          arguments: { tools: [{ tool_slug: 'GMAIL_FETCH_EMAILS', arguments: {} }], sync_response_to_workbench: false },
+        },
       },
       { sessionId },
     );
@@ -175,7 +192,10 @@ describe('MCP endpoint', () => {
             jsonrpc: '2.0',
             id: 5,
             method: 'tools/call',
-            params: { name: 'COMPOSIO_MULTI_EXECUTE_TOOL', arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {} }] } },
+            params: {
+              name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
+              arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {} }], sync_response_to_workbench: false },
+            },
           },
           { sessionId },
         )
@@ -192,7 +212,7 @@ describe('MCP endpoint', () => {
             method: 'tools/call',
             params: {
               name: 'COMPOSIO_MULTI_EXECUTE_TOOL',
-              arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {}, account: 'home' }] },
+              arguments: { tools: [{ tool_slug: 'GMAIL_SEND_EMAIL', arguments: {}, account: 'home' }], sync_response_to_workbench: false },
             },
           },
           { sessionId },

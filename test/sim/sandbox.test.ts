@@ -36,7 +36,11 @@ describe('startSandbox', () => {
     expect(sandbox.baseUrl).toBe(sandbox.simulator.origin);
     expect(sandbox.apiKey).toMatch(/^sim_[A-Za-z0-9_-]{32}$/);
     expect(sandbox.simulator.controls.state().webhookSubscriptions).toMatchObject([
-      { webhookUrl: receiver.url, version: 'V3', enabledEvents: ['composio.trigger.message', 'composio.connected_account.expired'] },
+      {
+        webhookUrl: receiver.url,
+        version: 'V3',
+        enabledEvents: ['composio.trigger.message', 'composio.connected_account.expired', 'composio.trigger.disabled'],
+      },
     ]);
 
     // A person connects Gmail in the sandbox; the expiry event verifies with the sandbox secret.
@@ -123,13 +127,16 @@ describe('the sandbox remembers', () => {
     expect(after.authConfigs).toEqual(before.authConfigs);
 
     // Through the SDK, as the broker sees it: the account is ACTIVE, the trigger active.
-    expect((await gateway().getConnectedAccount(work.connectedAccountId)).status).toBe('ACTIVE');
+    expect((await gateway().findConnectedAccount('omb_remember', work.connectedAccountId))?.status).toBe('ACTIVE');
     // The consent link from before the restart still opens (same port), and still works.
     const page = await fetch(pending.url);
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('Authorize');
-    // The trigger still fires, signed with the same secret.
-    const delivery = await sandbox.simulator.controls.fireTrigger(trigger.triggerId);
+    // The trigger still fires (mail its query `from:boss` finds), signed with the same secret.
+    const delivery = await sandbox.simulator.controls.fireTrigger(trigger.triggerId, {
+      sender: 'The Boss <boss@example.com>',
+      subject: 'Hi',
+    });
     expect(delivery.ok).toBe(true);
     const received = receiver.received.at(-1);
     expect(

@@ -108,10 +108,9 @@ describe('trigger discovery', () => {
     const created = await createTrigger(world, a, gmailBody(a.accountId, { automationId: 'auto_two_calls' }));
     expect(created.statusCode).toBe(201);
     const requests = simRequestsSince(since);
-    expect(requests).toEqual([
-      `GET /api/v3.1/connected_accounts/${a.accountId}`,
-      'POST /api/v3.1/trigger_instances/GMAIL_NEW_GMAIL_MESSAGE/upsert',
-    ]);
+    // The account is looked up in the installation's own list (Composio's answers name no user).
+    expect(requests).toEqual(['GET /api/v3.1/connected_accounts', 'POST /api/v3.1/trigger_instances/GMAIL_NEW_GMAIL_MESSAGE/upsert']);
+    expect(world.h.sim.controls.requests()[since]?.query).toContain(`connected_account_ids=${a.accountId}`);
   });
 });
 

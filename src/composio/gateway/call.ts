@@ -5,6 +5,19 @@ import { isConnectionFailure, toFailure } from '../errors.js';
 import type { ComposioFailure } from '../failure.js';
 import { FairQueue } from '../fair-queue.js';
 
+/**
+ * The most items Composio gives on a page of its lists: "max allowed is 50" on trigger types,
+ * active triggers, Session toolkits, auth configs and webhook subscriptions; connected accounts
+ * state no maximum, and 50 is the safe reading (composio-api.md §10 row 1). Whether a larger
+ * `limit` is clamped or refused is undocumented, so none is ever sent.
+ */
+export const MAX_PAGE = 50;
+
+/** A page size Composio takes: what the caller asked for, never above `max`. */
+export function pageLimit(limit: number, max: number = MAX_PAGE): number {
+  return Math.max(1, Math.min(Math.floor(limit), max));
+}
+
 export interface CallCoreOptions {
   /** The budget for HTTP requests to Composio, shared by everything the gateway does. */
   readonly callsPerMinute: number;
@@ -29,6 +42,12 @@ export interface CallAbout {
   readonly idempotent?: boolean;
   /** The caller's own signal: its abort cancels the call and is passed on as it is. */
   readonly signal?: AbortSignal;
+  /**
+   * This call's own bound on its answer, from when it has its budget, in place of `timeoutMs`
+   * and the request's deadline (an MCP tool call may take minutes). The wait for budget is
+   * still bounded by the request's deadline.
+   */
+  readonly timeoutMs?: number;
 }
 
 export interface CallCore {
@@ -87,7 +106,8 @@ export function createCallCore(options: CallCoreOptions): CallCore {
       let timer: NodeJS.Timeout | undefined;
       try {
         await queue.take(flow, cost, deadlineAt, about.signal);
-        timer = setTimeout(() => deadline.abort(), Math.max(0, deadlineAt - performance.now()));
+        const answerBy = about.timeoutMs === undefined ? deadlineAt : performance.now() + about.timeoutMs;
+        timer = setTimeout(() => deadline.abort(), Math.max(0, answerBy - performance.now()));
         const signal = about.signal ? AbortSignal.any([about.signal, deadline.signal]) : deadline.signal;
         let result: Awaited<ReturnType<typeof fn>>;
         try {
@@ -105,7 +125,7 @@ export function createCallCore(options: CallCoreOptions): CallCore {
         const failure = toFailure(error, {
           subject: about.subject,
           toolkit: about.toolkit,
-          timeoutMs: options.timeoutMs,
+          timeoutMs: about.timeoutMs ?? options.timeoutMs,
           timedOut: deadline.signal.aborted,
         });
         // Composio asked everybody to wait; our own budget refusing asks nothing new.

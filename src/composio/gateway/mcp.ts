@@ -22,7 +22,7 @@ export function mcpCalls(
       return core.call(
         'mcp',
         1,
-        { subject: 'Session', signal: init.signal },
+        { subject: 'Session', signal: init.signal, ...(init.timeoutMs === undefined ? {} : { timeoutMs: init.timeoutMs }) },
         async (signal) => {
           let response: Response;
           try {

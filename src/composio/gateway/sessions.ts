@@ -1,7 +1,7 @@
 import { toConnectLink, toSession, toSessionToolkit } from '../mappers.js';
 import type { Client } from '../sdk.js';
 import type { ComposioGateway } from '../types.js';
-import type { CallCore } from './call.js';
+import { type CallCore, pageLimit } from './call.js';
 
 /** Tool Router Sessions, their toolkits and sign-in links. */
 export function sessionCalls(
@@ -43,9 +43,10 @@ export function sessionCalls(
         const raw = await client.toolRouter.session.toolkits(
           sessionId,
           {
-            limit: page.limit,
+            limit: pageLimit(page.limit),
             ...(page.cursor ? { cursor: page.cursor } : {}),
             ...(page.toolkits?.length ? { toolkits: [...page.toolkits] } : {}),
+            ...(page.isConnected === undefined ? {} : { is_connected: page.isConnected }),
           },
           { signal },
         );

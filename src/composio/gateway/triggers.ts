@@ -1,10 +1,14 @@
+import { composioStatus } from '../errors.js';
 import { toTriggerInstance, toTriggerType } from '../mappers.js';
 import type { Client, Sdk } from '../sdk.js';
 import type { ComposioGateway, TriggerType } from '../types.js';
-import type { CallCore } from './call.js';
+import { type CallCore, MAX_PAGE, pageLimit } from './call.js';
 
-const TYPE_PAGE_SIZE = 100;
-const MAX_TYPE_PAGES = 10;
+/** Composio's answers to a change that had already happened (composio-api.md §10 rows 2 and 3). */
+const ALREADY = 409;
+const GONE = 410;
+/** A runaway cursor must not cost more than this many calls: 1,000 types at 50 a page. */
+const MAX_TYPE_PAGES = 20;
 
 /** Trigger types and the project's trigger instances. */
 export function triggerCalls(
@@ -23,20 +27,24 @@ export function triggerCalls(
         toTriggerType(await client.triggersTypes.retrieve(slug, { toolkit_versions: 'latest' }, { signal })),
       ),
 
-    // One page per call; a toolkit has a handful of trigger types, so this is one request.
+    // One page per call, 50 a page (Composio's most), to the last page: most toolkits have a
+    // handful of trigger types (one call), a few have more than a page. A repeated cursor ends
+    // the sweep.
     listTriggerTypes: async (toolkit) => {
       const types: TriggerType[] = [];
+      const seen = new Set<string>();
       let cursor: string | undefined;
       for (let page = 0; page < MAX_TYPE_PAGES; page += 1) {
         const raw = await call('triggerTypes.list', 1, { subject: `trigger types of ${toolkit}`, idempotent: true, toolkit }, (signal) =>
           client.triggersTypes.list(
-            { toolkit_slugs: [toolkit], limit: TYPE_PAGE_SIZE, toolkit_versions: 'latest', ...(cursor ? { cursor } : {}) },
+            { toolkit_slugs: [toolkit], limit: MAX_PAGE, toolkit_versions: 'latest', ...(cursor ? { cursor } : {}) },
             { signal },
           ),
         );
         types.push(...raw.items.map(toTriggerType));
         cursor = raw.next_cursor ?? undefined;
-        if (!cursor) break;
+        if (!cursor || seen.has(cursor)) break;
+        seen.add(cursor);
       }
       return types;
     },
@@ -63,7 +71,7 @@ export function triggerCalls(
       call('triggers.list', 1, { subject: 'trigger', idempotent: true }, async (signal) => {
         const raw = await client.triggerInstances.listActive(
           {
-            limit: query.limit,
+            limit: pageLimit(query.limit),
             show_disabled: true,
             ...(query.cursor ? { cursor: query.cursor } : {}),
             ...(query.userIds?.length ? { user_ids: [...query.userIds] } : {}),
@@ -75,15 +83,47 @@ export function triggerCalls(
         return { items: raw.items.map(toTriggerInstance), nextCursor: raw.next_cursor ?? null };
       }),
 
-    setTriggerEnabled: (triggerId, enabled) =>
-      call(enabled ? 'triggers.enable' : 'triggers.disable', 1, { subject: `trigger ${triggerId}`, idempotent: true }, async (signal) => {
-        if (enabled) await sdk.triggers.enable(triggerId, { signal });
-        else await sdk.triggers.disable(triggerId, { signal });
-      }),
+    // Composio answers 409 "already enabled/disabled" to a switch to the state the trigger is
+    // in (composio-api.md §10 row 2): the state asked for is the state it has, so that is done.
+    setTriggerEnabled: async (triggerId, enabled) => {
+      await call(
+        enabled ? 'triggers.enable' : 'triggers.disable',
+        1,
+        { subject: `trigger ${triggerId}`, idempotent: true },
+        async (signal) => {
+          try {
+            if (enabled) await sdk.triggers.enable(triggerId, { signal });
+            else await sdk.triggers.disable(triggerId, { signal });
+            return 'ok';
+          } catch (error) {
+            if (composioStatus(error) === ALREADY) return enabled ? 'already_enabled' : 'already_disabled';
+            throw error;
+          }
+        },
+        (outcome) => outcome,
+      );
+    },
 
-    deleteTrigger: (triggerId) =>
-      call('triggers.delete', 1, { subject: `trigger ${triggerId}` }, async (signal) => {
-        await sdk.triggers.delete(triggerId, { signal });
-      }),
+    // A trigger Composio already removed answers 409 "already deleted" or 410 "already gone"
+    // (§10 row 3): what was asked for has happened. (404, a trigger Composio never had, is left
+    // to the callers, which also count it as gone.)
+    deleteTrigger: async (triggerId) => {
+      await call(
+        'triggers.delete',
+        1,
+        { subject: `trigger ${triggerId}` },
+        async (signal) => {
+          try {
+            await sdk.triggers.delete(triggerId, { signal });
+            return 'ok';
+          } catch (error) {
+            const status = composioStatus(error);
+            if (status === ALREADY || status === GONE) return 'already_deleted';
+            throw error;
+          }
+        },
+        (outcome) => outcome,
+      );
+    },
   };
 }

@@ -3,7 +3,7 @@ import type { ComposioGateway } from '../types.js';
 import type { CallCore } from './call.js';
 
 /** The events the broker routes; Composio only sends what the subscription enables. */
-const WEBHOOK_EVENTS = ['composio.trigger.message', 'composio.connected_account.expired'];
+const WEBHOOK_EVENTS = ['composio.trigger.message', 'composio.connected_account.expired', 'composio.trigger.disabled'];
 
 /**
  * A secret as Composio masks it (`whsec_****abcd`). Only a create's answer should hold the

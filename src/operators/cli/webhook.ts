@@ -26,8 +26,9 @@ export const webhookSubscribe: Command = {
   summary: "point the Composio project's webhooks at PUBLIC_URL/v1/webhooks/composio",
   usage: `Usage: npm run cli -- webhook subscribe [--keep-old-for 24h] [--as NAME]
 
-Creates the project's one webhook subscription (V3; trigger messages and expired accounts), or
-updates the one there is, to deliver to PUBLIC_URL/v1/webhooks/composio. Composio shows a
+Creates the project's one webhook subscription (V3; trigger messages, expired accounts and
+triggers Composio disabled), or updates the one there is, to deliver to
+PUBLIC_URL/v1/webhooks/composio. Composio shows a
 subscription's signing secret in full only when it makes one (create, rotate) and masked in every
 other answer, so the secret printed on stdout is always one Composio has just made, and stderr
 says how it was obtained:

@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { deleteAccount, getAccount, listAccounts, revokeAccount } from '../accounts.js';
-import { findToolkit, TOOLKITS, TRIGGER_TYPES } from '../catalog.js';
+import { findToolkit, TRIGGER_TYPES } from '../catalog.js';
 import type { SimContext } from '../context.js';
 import { boolParam, intParam, listParam, stringParam } from '../input.js';
-import { paginate } from '../pagination.js';
-import { createLink, createSession, deleteSession, getSession, linkWire, selectedAccount, sessionToolkitSlugs } from '../sessions.js';
+import { MAX_PAGE, paginate } from '../pagination.js';
+import { createLink, createSession, deleteSession, getSession, linkWire, selectedAccounts, sessionToolkitSlugs } from '../sessions.js';
 import { deleteTrigger, listActiveTriggers, requireTriggerType, setTriggerStatus, upsertTrigger } from '../triggers.js';
 import { createSubscription, EVENT_TYPES, getSubscription, rotateSecret, updateSubscription } from '../webhooks.js';
 import {
@@ -30,6 +30,8 @@ const V31 = '/api/v3.1';
 export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
   const { store } = ctx;
   const created = (reply: FastifyReply, body: unknown) => reply.code(201).send(body);
+  const oversized = ctx.oversizedPages;
+  const pageQuery = (req: Req) => ({ cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') });
 
   // Tool Router Sessions
   app.post(`${V31}/tool_router/session`, async (req: Req, reply) =>
@@ -42,24 +44,29 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
     deleteSession(store, req.params.id as string);
     return { session_id: req.params.id, deleted: true };
   });
+  // Every toolkit of the catalog, filtered by `toolkits`, `search` (name, slug or description)
+  // and `is_connected` (an ACTIVE account selected; a no-auth toolkit has none, the stricter
+  // reading), before the page is cut, as the v3.1 types describe the filters.
   app.get(`${V31}/tool_router/session/:id/toolkits`, async (req: Req) => {
     const session = getSession(store, req.params.id as string);
     const search = stringParam(req.query.search)?.toLowerCase();
     const connectedOnly = boolParam(req.query.is_connected);
-    const items = sessionToolkitSlugs(session, listParam(req.query.toolkits))
+    const selected = selectedAccounts(store, session);
+    const items = sessionToolkitSlugs(session, listParam(req.query.toolkits), ctx.toolkits)
       .map((slug) => findToolkit(slug))
       .filter((t) => t !== undefined)
-      .filter((t) => !search || t.slug.includes(search) || t.name.toLowerCase().includes(search))
-      .map((toolkit) => {
-        const account = toolkit.noAuth ? undefined : selectedAccount(store, session, toolkit.slug);
-        return sessionToolkitWire(toolkit, account, account ? store.authConfigs.get(account.authConfigId) : undefined);
-      })
-      .filter((item) => connectedOnly === undefined || (item.connected_account?.status === 'ACTIVE') === connectedOnly);
-    return paginate(
-      items,
-      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
-      { defaultLimit: 20, maxLimit: 50 },
-    );
+      .filter(
+        (t) => !search || t.slug.includes(search) || t.name.toLowerCase().includes(search) || t.description.toLowerCase().includes(search),
+      )
+      .map((toolkit) => ({ toolkit, account: toolkit.noAuth ? undefined : selected(toolkit.slug) }))
+      .filter(({ account }) => connectedOnly === undefined || (account?.status === 'ACTIVE') === connectedOnly);
+    const page = paginate(items, pageQuery(req), { defaultLimit: 20, maxLimit: MAX_PAGE.list, oversized });
+    return {
+      ...page,
+      items: page.items.map(({ toolkit, account }) =>
+        sessionToolkitWire(toolkit, account, account ? store.authConfigs.get(account.authConfigId) : undefined),
+      ),
+    };
   });
   app.post(`${V31}/tool_router/session/:id/link`, async (req: Req, reply) => {
     const session = getSession(store, req.params.id as string);
@@ -76,11 +83,7 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
       accountIds: listParam(req.query.connected_account_ids),
       ascending: req.query.order_direction === 'asc',
     });
-    const page = paginate(
-      accounts,
-      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
-      { defaultLimit: 20, maxLimit: 1000 },
-    );
+    const page = paginate(accounts, pageQuery(req), { defaultLimit: 20, maxLimit: MAX_PAGE.list, oversized });
     return { ...page, items: page.items.map((a) => accountWire(store, a)) };
   });
   app.get(`${V31}/connected_accounts/:id`, async (req: Req) => accountWire(store, getAccount(store, req.params.id as string)));
@@ -102,11 +105,7 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
     const configs = [...store.authConfigs.values()].filter(
       (c) => (!toolkit || c.toolkit === toolkit) && (managed === undefined || c.isComposioManaged === managed),
     );
-    const page = paginate(
-      configs,
-      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
-      { defaultLimit: 20, maxLimit: 50 },
-    );
+    const page = paginate(configs, pageQuery(req), { defaultLimit: 20, maxLimit: MAX_PAGE.list, oversized });
     return { ...page, items: page.items.map((c) => authConfigWire(store, c)) };
   });
 
@@ -114,11 +113,7 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
   app.get(`${V31}/triggers_types`, async (req: Req) => {
     const toolkits = listParam(req.query.toolkit_slugs)?.map((s) => s.toLowerCase());
     const types = TRIGGER_TYPES.filter((t) => !toolkits || toolkits.includes(t.toolkit));
-    const page = paginate(
-      types,
-      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
-      { defaultLimit: 20, maxLimit: 1000 },
-    );
+    const page = paginate(types, pageQuery(req), { defaultLimit: 20, maxLimit: MAX_PAGE.list, oversized });
     return { ...page, items: page.items.map(triggerTypeWire) };
   });
   app.get(`${V31}/triggers_types/list/enum`, async () => TRIGGER_TYPES.map((t) => t.slug));
@@ -132,11 +127,7 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
       authConfigIds: listParam(req.query.auth_config_ids),
       showDisabled: boolParam(req.query.show_disabled),
     });
-    const page = paginate(
-      triggers,
-      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
-      { defaultLimit: 20, maxLimit: 50 },
-    );
+    const page = paginate(triggers, pageQuery(req), { defaultLimit: 20, maxLimit: MAX_PAGE.list, oversized });
     return { ...page, items: page.items.map((t) => triggerInstanceWire(store, t)) };
   });
   app.post(`${V31}/trigger_instances/:slug/upsert`, async (req: Req, reply) => {
@@ -154,11 +145,7 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
 
   // The project's webhook subscription
   app.get(`${V31}/webhook_subscriptions`, async (req: Req) => {
-    const page = paginate(
-      [...store.subscriptions.values()],
-      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
-      { defaultLimit: 20, maxLimit: 50 },
-    );
+    const page = paginate([...store.subscriptions.values()], pageQuery(req), { defaultLimit: 20, maxLimit: MAX_PAGE.list, oversized });
     return { ...page, items: page.items.map((s) => subscriptionWire(s)) };
   });
   app.get(`${V31}/webhook_subscriptions/event_types`, async () => ({ items: EVENT_TYPES }));
@@ -179,14 +166,11 @@ export function registerApiRoutes(app: FastifyInstance, ctx: SimContext): void {
     return { id: subscription.id, secret: subscription.secret };
   });
 
-  // The toolkit catalog: v3 is what the existing client proxies; v3.1 answers the same.
+  // The toolkit catalog: v3 is what the existing client proxies; v3.1 answers the same. Its
+  // pages hold up to 1,000 toolkits; `sort_by=usage` is catalog order.
   const catalog = async (req: Req) => {
-    const sorted = req.query.sort_by === 'alphabetically' ? [...TOOLKITS].sort((a, b) => a.name.localeCompare(b.name)) : [...TOOLKITS];
-    const page = paginate(
-      sorted,
-      { cursor: stringParam(req.query.cursor), limit: intParam(req.query.limit, 'limit') },
-      { defaultLimit: 20, maxLimit: 1000 },
-    );
+    const sorted = req.query.sort_by === 'alphabetically' ? [...ctx.toolkits].sort((a, b) => a.name.localeCompare(b.name)) : ctx.toolkits;
+    const page = paginate(sorted, pageQuery(req), { defaultLimit: 20, maxLimit: MAX_PAGE.toolkits, oversized });
     return { ...page, items: page.items.map(catalogToolkitWire) };
   };
   app.get('/api/v3/toolkits', catalog);

@@ -62,7 +62,9 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
     const delivered = result.delivery
       ? `; webhook ${describeDelivery(result.delivery)}`
       : '; no subscription for composio.connected_account.expired';
-    return answer(req, reply, `${result.account.id} is EXPIRED${delivered}`, result);
+    const stopped =
+      result.triggersDisabled.length > 0 ? `; ${result.triggersDisabled.length} trigger(s) disabled (connection_expired)` : '';
+    return answer(req, reply, `${result.account.id} is EXPIRED${delivered}${stopped}`, result);
   });
   app.post('/_sim/triggers/:id/fire', async (req: Req, reply) => {
     let data = eventData(asObject(req.body));
@@ -71,7 +73,20 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
     const trigger = ctx.store.triggers.get(req.params.id as string);
     if (isForm(req) && data && trigger) data = { ...(findTriggerType(trigger.slug)?.sample ?? {}), ...data };
     const delivery = await controls.fireTrigger(req.params.id as string, data);
-    return answer(req, reply, `Fired ${req.params.id}: ${describeDelivery(delivery)}`, delivery);
+    const said = delivery.excludedByQuery
+      ? `not delivered: the trigger's Gmail query (${delivery.excludedByQuery}) excludes this mail`
+      : describeDelivery(delivery);
+    return answer(req, reply, `Fired ${req.params.id}: ${said}`, delivery);
+  });
+
+  app.post('/_sim/triggers/:id/disable', async (req: Req, reply) => {
+    const reason = optionalString(asObject(req.body), 'reason');
+    if (!reason) throw badRequest('reason is required');
+    const result = await controls.disableTrigger(req.params.id as string, reason);
+    const delivered = result.delivery
+      ? `; webhook ${describeDelivery(result.delivery)}`
+      : '; no subscription for composio.trigger.disabled';
+    return answer(req, reply, `Composio stopped ${result.triggerId} (${reason})${delivered}`, result);
   });
 
   app.post('/_sim/faults', async (req: Req, reply) => {
@@ -97,6 +112,7 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext, con
       intervalMs: Number(body.intervalMs),
       ...(times !== undefined ? { times } : {}),
       ...(breakAfter !== undefined ? { breakAfter } : {}),
+      ...(body.as === 'json' || body.as === 'sse' ? { as: body.as } : {}),
     });
     return answer(req, reply, 'MCP answers will stream slowly', { mcpStreaming: controls.state().mcpStreaming });
   });

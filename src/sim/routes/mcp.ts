@@ -3,14 +3,18 @@ import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SimContext } from '../context.js';
-import { handleRpc, type JsonRpcRequest, type JsonRpcResponse, RpcError } from '../mcp.js';
+import type { FaultSpec } from '../faults.js';
+import { handleRpc, type JsonRpcRequest, type JsonRpcResponse, RpcError, SUPPORTED_PROTOCOL_VERSIONS } from '../mcp.js';
 import { getSession } from '../sessions.js';
 
 /**
- * The Tool Router's MCP endpoint, `{origin}/tool_router/<session>/mcp`, over Streamable HTTP:
- * JSON-RPC POSTs answered as JSON or as an SSE stream (whichever the client accepts; SSE when
- * it accepts both), an `mcp-session-id` issued by `initialize` and required afterwards, and
- * DELETE to end that MCP session.
+ * The Tool Router's MCP endpoint, `{origin}/tool_router/<session>/mcp`, over Streamable HTTP
+ * (2025-06-18) as strictly as a strict server reads it: a POST must accept both
+ * `application/json` and `text/event-stream` (406 otherwise), an `MCP-Protocol-Version` the
+ * server does not speak is 400, GET is 405. Answers are an SSE stream unless a streaming control
+ * or a slow-answer fault asks for JSON; an `mcp-session-id` is issued by every `initialize`
+ * and required afterwards (an `initialize` carrying one is refused unless the reading
+ * `mcpInitializeWithSessionId` is `new`); DELETE ends it.
  */
 
 type Req = FastifyRequest<{ Params: { sessionId: string }; Body: unknown }>;
@@ -28,9 +32,22 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: SimContext): void {
   app.post(path, async (req: Req, reply) => {
     const session = getSession(store, req.params.sessionId);
     const accept = String(req.headers.accept ?? '');
-    const sse = accept.includes('text/event-stream');
-    if (!sse && !accept.includes('application/json') && !accept.includes('*/*')) {
-      return reply.code(406).send(rpcError(null, RpcError.invalidRequest, 'Accept must include application/json or text/event-stream'));
+    if (!accept.includes('application/json') || !accept.includes('text/event-stream')) {
+      return reply
+        .code(406)
+        .send(rpcError(null, RpcError.invalidRequest, 'Not Acceptable: Client must accept both application/json and text/event-stream'));
+    }
+    const version = header(req, 'mcp-protocol-version');
+    if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
+      return reply
+        .code(400)
+        .send(
+          rpcError(
+            null,
+            RpcError.invalidRequest,
+            `Bad Request: Unsupported protocol version ${version} (supported: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+          ),
+        );
     }
     const message = req.body as Partial<JsonRpcRequest> | undefined;
     if (
@@ -43,6 +60,9 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: SimContext): void {
       return reply.code(400).send(rpcError(null, RpcError.invalidRequest, 'Expected one JSON-RPC 2.0 message'));
     }
     let mcpSessionId = header(req, 'mcp-session-id');
+    if (message.method === 'initialize' && mcpSessionId !== undefined && store.readings.mcpInitializeWithSessionId === 'refuse') {
+      return reply.code(400).send(rpcError(message.id ?? null, RpcError.invalidRequest, 'Invalid Request: Server already initialized'));
+    }
     if (message.method === 'initialize') {
       mcpSessionId = randomUUID();
       store.mcpSessions.set(mcpSessionId, { id: mcpSessionId, toolRouterSessionId: session.id });
@@ -56,7 +76,10 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: SimContext): void {
     reply.header('mcp-session-id', mcpSessionId);
     const response = handleRpc(store, session, message as JsonRpcRequest);
     if (!response) return reply.code(202).send();
-    return sse ? sendSse(ctx, reply, response) : sendJson(ctx, reply, response);
+    const slow = ctx.faults.takeSlowAnswer(req.url.split('?')[0] ?? req.url);
+    if (slow) return sendSlowly(ctx, req, reply, response, slow);
+    const streaming = takeStreaming(ctx);
+    return streaming?.as === 'json' ? sendJson(ctx, reply, response, streaming) : sendSse(ctx, reply, response, streaming);
   });
 
   app.delete(path, async (req: Req, reply) => {
@@ -82,24 +105,77 @@ function header(req: FastifyRequest, name: string): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
+interface Pace {
+  chunks: number;
+  intervalMs: number;
+  breakAfter: number | null;
+  as: 'json' | 'sse';
+}
+
 /** Consumes one use of the slow-streaming control, if set. */
-function takeStreaming(ctx: SimContext): { chunks: number; intervalMs: number; breakAfter: number | null } | undefined {
+function takeStreaming(ctx: SimContext): Pace | undefined {
   const streaming = ctx.mcpStreaming;
   if (!streaming) return undefined;
   if (streaming.remaining !== null) {
     streaming.remaining -= 1;
     if (streaming.remaining <= 0) ctx.mcpStreaming = null;
   }
-  return { chunks: streaming.chunks, intervalMs: streaming.intervalMs, breakAfter: streaming.breakAfter };
+  return { chunks: streaming.chunks, intervalMs: streaming.intervalMs, breakAfter: streaming.breakAfter, as: streaming.as };
+}
+
+/** How often a slow SSE answer says it is still working: a stream that keeps sending. */
+const KEEP_ALIVE_MS = 200;
+
+/**
+ * A tool that takes `delayMs` to answer (a slow-answer fault). As JSON, status, headers and
+ * body all come at the end, as a JSON-answering server sends them; as SSE, the headers go at
+ * once and a keep-alive comment every 200 ms until the answer. A client that hangs up ends it
+ * (the request log shows it abandoned).
+ */
+function sendSlowly(ctx: SimContext, req: FastifyRequest, reply: FastifyReply, response: JsonRpcResponse, slow: FaultSpec) {
+  const gone = new AbortController();
+  reply.raw.once('close', () => gone.abort());
+  const stop = AbortSignal.any([gone.signal, ctx.closing]);
+  const waitMs = slow.delayMs ?? 0;
+  if (slow.answerAs === 'json') {
+    return delay(waitMs, undefined, { signal: stop }).then(
+      () => reply.header('content-type', 'application/json').send(JSON.stringify(response)),
+      () => {
+        reply.hijack();
+        req.raw.destroy();
+        return reply;
+      },
+    );
+  }
+  reply.header('content-type', 'text/event-stream').header('cache-control', 'no-cache');
+  const until = performance.now() + waitMs;
+  return reply.send(
+    Readable.from(
+      (async function* () {
+        yield ': working\n\n';
+        for (;;) {
+          const left = until - performance.now();
+          if (left <= 0) break;
+          try {
+            await delay(Math.min(KEEP_ALIVE_MS, left), undefined, { signal: stop });
+          } catch {
+            return;
+          }
+          if (until - performance.now() > 0) yield ': still working\n\n';
+        }
+        yield sseEvent(response);
+      })(),
+      { objectMode: false },
+    ),
+  );
 }
 
 function sseEvent(message: unknown): string {
   return `event: message\ndata: ${JSON.stringify(message)}\n\n`;
 }
 
-function sendSse(ctx: SimContext, reply: FastifyReply, response: JsonRpcResponse) {
+function sendSse(ctx: SimContext, reply: FastifyReply, response: JsonRpcResponse, streaming: Pace | undefined) {
   reply.header('content-type', 'text/event-stream').header('cache-control', 'no-cache');
-  const streaming = takeStreaming(ctx);
   if (!streaming) return reply.send(sseEvent(response));
   // Progress notices first, each its own write, then the answer: a proxy that buffers shows
   // up as every piece arriving at once.
@@ -114,11 +190,9 @@ function sendSse(ctx: SimContext, reply: FastifyReply, response: JsonRpcResponse
   return reply.send(paced(pieces, streaming, ctx.closing));
 }
 
-function sendJson(ctx: SimContext, reply: FastifyReply, response: JsonRpcResponse) {
+function sendJson(ctx: SimContext, reply: FastifyReply, response: JsonRpcResponse, streaming: Pace) {
   reply.header('content-type', 'application/json');
-  const streaming = takeStreaming(ctx);
   const text = JSON.stringify(response);
-  if (!streaming) return reply.send(text);
   const size = Math.ceil(text.length / streaming.chunks);
   const pieces = Array.from({ length: streaming.chunks }, (_, i) => text.slice(i * size, (i + 1) * size)).filter((p) => p !== '');
   return reply.send(paced(pieces, streaming, ctx.closing));
