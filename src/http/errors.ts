@@ -59,7 +59,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   socket.destroy(error);
 }
 
-/** Errors that mean Postgres is unreachable right now (restarting, refusing, connection lost). */
+/** Errors that mean Postgres cannot serve the request right now (restarting, refusing, connection lost, read-only). */
 const DATABASE_UNAVAILABLE = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -74,6 +74,9 @@ const DATABASE_UNAVAILABLE = new Set([
   '53300',
   // statement_timeout: Postgres too slow to answer within DATABASE_TIMEOUT_MS.
   '57014',
+  // read_only_sql_transaction: this database cannot write now (a standby the endpoint still
+  // points to during a failover, or a primary set read-only): another try soon may reach one that can.
+  '25006',
 ]);
 
 /**

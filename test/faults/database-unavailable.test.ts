@@ -90,3 +90,22 @@ describe('Postgres frozen', () => {
       .toBe(200);
   });
 });
+
+describe('Postgres that cannot write now', () => {
+  it('answers a write 503 with retry-after, as a standby or a database being failed over does, and still serves reads', async () => {
+    // Connections opened from now on are read-only, as on a hot standby an endpoint still points to.
+    await real.sql.unsafe(`alter database ${real.name} set default_transaction_read_only = on`);
+    const readOnly = openDatabase({ url: real.url, poolSize: 2, logger: createLogger('silent'), timeoutMs: TIMEOUT_MS });
+    const standby = await buildTestApp(
+      { DATABASE_TIMEOUT_MS: String(TIMEOUT_MS), REGISTRATIONS_PER_MINUTE: '1000' },
+      { database: { ...readOnly, name: real.name, drop: async () => {} } },
+    );
+    try {
+      expectUnavailable(await standby.app.inject({ method: 'POST', url: '/v1/installations', payload: {} }));
+      expect((await standby.app.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+    } finally {
+      await real.sql.unsafe(`alter database ${real.name} reset default_transaction_read_only`);
+      await standby.close();
+    }
+  });
+});
