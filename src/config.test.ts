@@ -78,6 +78,15 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TRUST_PROXY: 'true' })).toThrow(/TRUST_PROXY: true would believe any x-forwarded-for/);
   });
 
+  it('refuses target_session_attrs=read-write, which picks a hot standby too, and takes primary', () => {
+    const hosts = 'postgres://omb@db-a:5432,db-b:5432/omb';
+    expect(() => loadConfig({ DATABASE_URL: `${hosts}?target_session_attrs=read-write` })).toThrow(
+      /DATABASE_URL: target_session_attrs=read-write .* use target_session_attrs=primary/,
+    );
+    expect(() => loadConfig({ DATABASE_URL: `${hosts}?sslmode=require&target_session_attrs=read-write` })).toThrow(ConfigError);
+    expect(loadConfig({ DATABASE_URL: `${hosts}?target_session_attrs=primary` }).databaseUrl).toBe(`${hosts}?target_session_attrs=primary`);
+  });
+
   it('runs the simulator in production only when SANDBOX=true, and the CLI without a key', () => {
     expect(loadConfig({ NODE_ENV: 'production', SANDBOX: 'true', SANDBOX_HOST: '0.0.0.0' }).composio).toMatchObject({
       apiKey: undefined,

@@ -96,7 +96,9 @@ export const EnvSchema = z.object({
         .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
         .optional(),
     )
-    .describe('Postgres (`postgres://…`). Unset: an embedded Postgres under `DATA_DIR`'),
+    .describe(
+      'Postgres (`postgres://…`; with several hosts, add `target_session_attrs=primary` to follow a failover — `read-write` is refused, as it also picks a hot standby). Unset: an embedded Postgres under `DATA_DIR`',
+    ),
   DATABASE_PASSWORD: z
     .string()
     .optional()
@@ -386,6 +388,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         databaseUrl = url.toString();
       }
     }
+  }
+  // postgres.js takes "read-write" to mean `default_transaction_read_only` is off, which a hot
+  // standby also reports: with several hosts, pool connections would sit on the standby and every
+  // write fail. `primary` asks `pg_is_in_recovery()` and follows a promotion.
+  if (databaseUrl !== undefined && /[?&]target_session_attrs=read-write(&|$)/i.test(databaseUrl)) {
+    problems.push(
+      'DATABASE_URL: target_session_attrs=read-write would also pick a hot standby (it reports read-write); use target_session_attrs=primary',
+    );
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
