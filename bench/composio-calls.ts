@@ -1,11 +1,13 @@
 import { Agent } from 'node:http';
 import { parseArgs } from 'node:util';
-import { applyMigrations } from '../src/db/database.js';
+import { createComposioGateway } from '../src/composio/index.js';
+import { applyMigrations, openDatabase } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { composioUserIdFor } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import { MANY_TRIGGERS_TOOLKIT } from '../src/sim/catalog.js';
 import { type RecordedRequest, type Simulator, startSimulator } from '../src/sim/index.js';
+import { reconcileTriggers } from '../src/triggers/reconcile.js';
 import { benchRun, type Child, heading, httpCall, line, startChild } from './lib.js';
 
 /**
@@ -17,7 +19,8 @@ import { benchRun, type Child, heading, httpCall, line, startChild } from './lib
  * Routes: the inventory (`GET /v1/connectors/connected`: first request of an installation, with
  * the toolkit catalog not yet cached in the process, and cached), the inventory of two apps,
  * the catalog (cold, warm), trigger types (an app with one, an app with 60), and a trigger create
- * (the types cached, and not). The baseline, measured in the same run: what a sweep of every
+ * (the types cached, and not), and one reconciliation sweep over RECONCILED triggers (the
+ * broker's background check of every trigger against Composio's). The baseline, measured in the same run: what a sweep of every
  * toolkit of a Session costs at 50 a page (what an inventory that lists them all pays).
  *
  * Two brokers, started as `npm start` starts it (embedded Postgres in a temporary folder, the
@@ -43,6 +46,10 @@ const which = (requests: readonly RecordedRequest[]) => {
 
 /** A count of calls, aligned in the report's column. */
 const calls = (n: number) => `${String(n).padStart(3)} ${n === 1 ? 'call ' : 'calls'}`;
+
+/** Triggers the reconciliation sweep is measured over: 100 installations with 10 each (the cap per account). */
+const RECONCILE_INSTALLATIONS = 100;
+const TRIGGERS_EACH = 10;
 
 const log = createLogger('warn');
 const { dataDir, cleanups, run } = await benchRun('omb-bench-composio-');
@@ -71,6 +78,8 @@ async function main(): Promise<void> {
     COMPOSIO_BASE_URL: sim.origin,
     COMPOSIO_WEBHOOK_SECRET: 'whsec_bench_composio',
     CONNECTOR_REQUESTS_PER_MINUTE: '10000',
+    // Counting calls, not timing them: the budget must not slow the triggers made for the sweep.
+    COMPOSIO_CALLS_PER_MINUTE: '1000000',
     REGISTRATIONS_PER_MINUTE: '100000',
     LOG_LEVEL: 'warn',
   };
@@ -142,9 +151,52 @@ async function main(): Promise<void> {
   report('gmail, types cached', await measure(first, a, 'POST', '/v1/triggers', create(a, 'auto_cached')));
   report('gmail, types not cached (another process)', await measure(fresh, c, 'POST', '/v1/triggers', create(c, 'auto_cold')));
 
+  heading(`Reconciliation: one sweep over ${(RECONCILE_INSTALLATIONS * TRIGGERS_EACH).toLocaleString('en-US')} triggers`);
+  const owners: Who[] = [];
+  for (let i = 0; i < RECONCILE_INSTALLATIONS; i++) owners.push(await register(agent, first, sim));
+  for (let i = 0; i < owners.length; i += 10) {
+    await Promise.all(
+      owners.slice(i, i + 10).map(async (who, n) => {
+        for (let k = 0; k < TRIGGERS_EACH; k++) {
+          const made = await httpCall(agent, `${first.url}/v1/triggers`, {
+            method: 'POST',
+            headers: { ...who.auth, 'content-type': 'application/json' },
+            // Each with its own Gmail query: the same trigger twice on one account is refused.
+            body: JSON.stringify({ ...create(who, `auto_${i + n}_${k}`), filter: { from: `sender${k}@example.com` } }),
+          });
+          if (made.status !== 201) throw new Error(`making a trigger for the sweep: HTTP ${made.status} ${made.body}`);
+        }
+      }),
+    );
+  }
+  // The sweep as a broker runs it, in this process, with the broker's settings.
+  const database = openDatabase({ url: embedded.url, poolSize: 2, logger: log });
+  cleanups.push(() => database.close());
+  const gateway = createComposioGateway({
+    apiKey: sim.apiKey,
+    baseUrl: sim.origin,
+    callsPerMinute: 1_000_000,
+    timeoutMs: 15_000,
+    logger: log,
+  });
+  const sweepStarted = Date.now();
+  const sweep = await reconcileTriggers(
+    { db: database.db, sql: database.sql, composio: gateway, log, callsPerMinute: 1_000_000, timeoutMs: 15_000 },
+    { now: new Date() },
+  );
+  const sweepCalls = sim.controls.requests().filter((r) => r.at >= sweepStarted);
+  const repairs = Object.values(sweep.repairs).reduce((a, b) => a + b, 0);
+  line(
+    `${sweep.seen.toLocaleString('en-US')} Composio triggers seen, ${repairs} repaired${sweep.ran ? '' : ' (DID NOT RUN)'}`,
+    calls(sweepCalls.length),
+    which(sweepCalls),
+    `${((sweepCalls.length / Math.max(1, sweep.seen)) * 1000).toFixed(0)} per 1,000 triggers`,
+  );
+
   heading('Baseline: a sweep of every toolkit of a Session, 50 a page');
   const session = sim.controls.state().sessions.find((s) => s.userId === a.userId)!;
-  const since = sim.controls.requests().length;
+  // By time: the simulator keeps only its last 1,000 requests, which the sweep's triggers have filled.
+  const since = Date.now();
   let cursor: string | null = null;
   do {
     const query: string = `limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
@@ -153,7 +205,7 @@ async function main(): Promise<void> {
     });
     cursor = ((await page.json()) as { next_cursor: string | null }).next_cursor;
   } while (cursor);
-  line(`every toolkit (${TOOLKITS.toLocaleString('en-US')})`, calls(sim.controls.requests().length - since));
+  line(`every toolkit (${TOOLKITS.toLocaleString('en-US')})`, calls(sim.controls.requests().filter((r) => r.at >= since).length));
 }
 
 /** A new installation on `broker`, with an ACTIVE Gmail account. */
