@@ -8,8 +8,8 @@ const MAX_REMEMBERED = 100_000;
 /** What this process knows of one key: its hits on their way to Postgres, and the last count it answered. */
 interface KeyState {
   inFlight: number;
-  /** The shared count as last answered, and the `performance.now()` instant its window ends. */
-  known: { current: number; until: number } | null;
+  /** The shared count as last answered, the `performance.now()` instant its window ends, and the ttl answered. */
+  known: { current: number; until: number; ttl: number } | null;
   /** Hits held back until an answer says where the window stands (see `incr`). */
   held: Array<() => void>;
 }
@@ -38,7 +38,9 @@ export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimit
       const state = this.stateOf(key, now);
       const known = state.known !== null && state.known.until > now ? state.known : null;
       if (known && known.current + state.inFlight >= max) {
-        callback(null, { current: known.current + state.inFlight + 1, ttl: Math.ceil(known.until - now) });
+        // Never more than the window Postgres last answered: `until - now` may round past it.
+        const ttl = Math.min(known.ttl, Math.max(1, Math.ceil(known.until - now)));
+        callback(null, { current: known.current + state.inFlight + 1, ttl });
         return;
       }
       if (!known && state.inFlight >= max) {
@@ -56,7 +58,7 @@ export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimit
           const until = performance.now() + count.ttl;
           // Answers may arrive out of order: keep the highest count of the newest window.
           if (!state.known || state.known.until < until - 1 || count.current > state.known.current) {
-            state.known = { current: count.current, until };
+            state.known = { current: count.current, until, ttl: count.ttl };
           }
           settle();
           callback(null, count);
