@@ -1,10 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ComposioGateway, createComposioGateway } from '../../src/composio/index.js';
+import type { ComposioGateway } from '../../src/composio/index.js';
 import { freePort } from '../../src/db/embedded.js';
-import { type Simulator, startSimulator } from '../../src/sim/index.js';
-import { connectAccount, silentLogger } from '../composio/harness.js';
+import type { Simulator } from '../../src/sim/index.js';
+import { connectAccount, startHarness } from '../composio/harness.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { until } from '../support/http.js';
 
@@ -30,19 +30,10 @@ interface World {
 async function startWorld(
   options: { readings?: { deletedTrigger: 409 | 410 }; events?: string[]; via?: (brokerUrl: string) => Promise<string> } = {},
 ): Promise<World> {
-  const sim = await startSimulator({
-    apiKey: 'sim_stops_key',
-    logger: false,
-    redeliveryDelaysMs: [50, 100, 200],
-    ...(options.readings ? { readings: options.readings } : {}),
-  });
-  const gateway = createComposioGateway({
-    apiKey: sim.apiKey,
-    baseUrl: sim.origin,
-    callsPerMinute: 60_000,
-    timeoutMs: 2_000,
-    logger: silentLogger,
-  });
+  const { sim, gateway } = await startHarness(
+    {},
+    { redeliveryDelaysMs: [50, 100, 200], ...(options.readings ? { readings: options.readings } : {}) },
+  );
   const port = await freePort();
   const brokerUrl = `http://127.0.0.1:${port}/v1/webhooks/composio`;
   const webhookUrl = options.via ? await options.via(brokerUrl) : brokerUrl;
