@@ -122,12 +122,15 @@ describe('two broker processes on one database share their limits', () => {
     const sent = sim.controls.requests();
     const refused = sent.find((request) => request.status === 429);
     expect(refused).toBeDefined();
-    // The inventory's calls go out together: those sent beside the refused one left before the
-    // 429 was known, and say nothing of the pause. Every call after it, from the other process
-    // too, waited until the pause was over.
+    // The inventory's calls go out together: those sent beside the refused one (within moments of
+    // it) left before the 429 was known, and say nothing of the pause. Every other call, from
+    // either process, waited until the pause was over.
     const later = sent.filter((request) => request.at >= heardOf429);
     expect(later.length).toBeGreaterThan(0);
     for (const request of later) expect(request.at - refused!.at).toBeGreaterThanOrEqual(1_900);
-    for (const request of sent.filter((r) => r.at < heardOf429)) expect(request.at - refused!.at).toBeLessThan(1_000);
+    for (const request of sent) {
+      const after = request.at - refused!.at;
+      expect(after < 500 || after >= 1_900, `a call ${after} ms after the 429`).toBe(true);
+    }
   }, 60_000);
 });
