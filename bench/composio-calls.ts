@@ -1,8 +1,9 @@
 import { Agent } from 'node:http';
 import { parseArgs } from 'node:util';
 import { createComposioGateway } from '../src/composio/index.js';
-import { applyMigrations, openDatabase } from '../src/db/database.js';
+import { openDatabase } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { applyMigrations } from '../src/db/migrate.js';
 import { composioUserIdFor } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import { MANY_TRIGGERS_TOOLKIT } from '../src/sim/catalog.js';

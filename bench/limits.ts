@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
-import { applyMigrations } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { applyMigrations } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import {
   benchRun,

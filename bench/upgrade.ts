@@ -6,8 +6,8 @@ import { parseArgs } from 'node:util';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
-import { applyMigrations, MIGRATIONS_FOLDER } from '../src/db/database.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { applyMigrations, MIGRATIONS_FOLDER } from '../src/db/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { fmt } from './lib.js';
 

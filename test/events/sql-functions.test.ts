@@ -6,8 +6,8 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { applyMigrations, FUNCTIONS_FOLDER, MIGRATIONS_FOLDER } from '../../src/db/database.js';
 import { applyFunctionFiles, dependencyOrder, type FunctionFile } from '../../src/db/functions.js';
+import { applyMigrations, FUNCTIONS_FOLDER, MIGRATIONS_FOLDER } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { createTestDatabase, type TestDatabase, withDatabase } from '../support/database.js';
 

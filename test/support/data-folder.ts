@@ -3,9 +3,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { applyMigrations } from '../../src/db/database.js';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { PASSWORD_FILE } from '../../src/db/embedded-password.js';
+import { applyMigrations } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 
 /**

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { inject } from 'vitest';
-import { applyMigrations, type Database, openDatabase } from '../../src/db/database.js';
+import { type Database, openDatabase } from '../../src/db/database.js';
+import { applyMigrations } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 
 /**

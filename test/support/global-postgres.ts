@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
-import { applyMigrations } from '../../src/db/database.js';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { applyMigrations } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { withDatabase } from './database.js';
 

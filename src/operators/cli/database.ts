@@ -3,8 +3,9 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
 import { DataDirInUseError } from '../../db/data-dir-lock.js';
-import { applyMigrations, type Database, openDatabase } from '../../db/database.js';
+import { type Database, openDatabase } from '../../db/database.js';
 import { runningEmbeddedUrl, startEmbeddedPostgres } from '../../db/embedded.js';
+import { applyMigrations } from '../../db/migrate.js';
 import { createLogger } from '../../logger.js';
 import { type CliIo, CommandFailed } from './command.js';
 
