@@ -1,6 +1,5 @@
-import type { FastifyRequest } from 'fastify';
-import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
+import { perMinuteLimit } from '../http/installation-limit.js';
 import { hashToken } from './tokens.js';
 
 /**
@@ -11,14 +10,13 @@ import { hashToken } from './tokens.js';
  * holds the token's hash, never the token.
  */
 export function perTokenLimit(max: number, message: string) {
-  return {
-    rateLimit: {
-      hook: 'onRequest' as const,
-      max,
-      timeWindow: 60_000,
-      allowList: (request: FastifyRequest) => bearerToken(request) === null,
-      keyGenerator: (request: FastifyRequest) => `token:${hashToken(bearerToken(request) ?? '')}`,
-      errorResponseBuilder: (_request: FastifyRequest, context: { ttl: number }) => tooManyRequests(message, context.ttl / 1000),
+  return perMinuteLimit({
+    max,
+    message,
+    hook: 'onRequest',
+    key: (request) => {
+      const token = bearerToken(request);
+      return token === null ? null : `token:${hashToken(token)}`;
     },
-  };
+  });
 }
