@@ -8,7 +8,7 @@ import { type Config, ConfigError, loadConfig } from './config.js';
 import { DataDirInUseError } from './db/data-dir-lock.js';
 import { type Database, openDatabase } from './db/database.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
-import { applyMigrations } from './db/migrate.js';
+import { applyMigrations, MigrationError } from './db/migrate.js';
 import { createLogger } from './logger.js';
 import { composioCallRecorder, createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/routes.js';
@@ -153,6 +153,12 @@ async function main(): Promise<void> {
       process.stderr.write(`omb-broker: ${error.message}\n`);
       logger.fatal({ dataDir: error.dataDir, pid: error.pid }, 'the data folder is in use by a running broker');
       process.exit(78);
+    }
+    if (error instanceof MigrationError) {
+      // A lock the migrations could not get while other processes served: 1, so a supervisor tries again.
+      process.stderr.write(`omb-broker: ${error.message}\n`);
+      logger.fatal({ err: error }, 'the migrations could not be applied');
+      process.exit(1);
     }
     logger.fatal({ err: error }, 'broker failed to start');
     process.exit(1);

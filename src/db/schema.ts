@@ -322,4 +322,10 @@ export const appliedFunctions = pgTable('applied_functions', {
   /** SHA-256 (hex) of the file's text as applied. */
   sha256: text('sha256').notNull(),
   appliedAt: ts('applied_at').notNull().defaultNow(),
+  /**
+   * The newest release (package.json's version) whose broker applied this text or found it
+   * current; `null` when written by 0.1.0, which did not record it. A broker older than the
+   * newest recorded applies no function file (db/functions.ts).
+   */
+  release: text('release'),
 });

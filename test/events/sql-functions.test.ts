@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyFunctionFiles, dependencyOrder, type FunctionFile } from '../../src/db/functions.js';
 import { applyMigrations, FUNCTIONS_FOLDER, MIGRATIONS_FOLDER } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
+import { RELEASE } from '../../src/release.js';
 import { createTestDatabase, type TestDatabase, withDatabase } from '../support/database.js';
 
 /**
@@ -125,11 +126,13 @@ describe('the function files', () => {
     }
   });
 
-  it('are recorded in the ledger with the hash of their text', async () => {
+  it('are recorded in the ledger with the hash of their text and the release that applied them', async () => {
     const recorded = await ledger(database.sql);
     const all = await files();
     expect([...recorded.keys()].sort()).toEqual(all.map((f) => f.name));
     for (const { name, text } of all) expect(recorded.get(name)?.sha256, name).toBe(sha256(text));
+    const releases = await database.sql<{ release: string | null }[]>`select distinct release from applied_functions`;
+    expect(releases.map((row) => row.release)).toEqual([RELEASE]);
   });
 });
 
