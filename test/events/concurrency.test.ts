@@ -94,19 +94,38 @@ describe('one broker process', () => {
   });
 });
 
+/**
+ * Two broker processes on one database, started once for the file: the durability test kills
+ * one of them last (broker starts are most of this file's time).
+ */
+interface OneDatabase {
+  database: TestDatabase;
+  env: Record<string, string>;
+  a: BrokerProcess;
+  b: BrokerProcess;
+}
+let oneDatabase: Promise<OneDatabase> | undefined;
+function twoBrokersOnOneDatabase(): Promise<OneDatabase> {
+  oneDatabase ??= (async () => {
+    const database = await createTestDatabase();
+    cleanups.push(() => database.drop());
+    const env = { ...BROKER_ENV, DATABASE_URL: database.url, QUOTA_STANDARD: '100000' };
+    const [a, b] = await Promise.all([startBroker(env), startBroker(env)]);
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
+    return { database, env, a, b };
+  })();
+  return oneDatabase;
+}
+
 describe('two broker processes on one database', () => {
   let database: TestDatabase;
   let a: BrokerProcess;
   let b: BrokerProcess;
   beforeAll(async () => {
-    database = await createTestDatabase();
-    cleanups.push(() => database.drop());
-    const env = { ...BROKER_ENV, DATABASE_URL: database.url, QUOTA_STANDARD: '100000' };
-    [a, b] = await Promise.all([startBroker(env), startBroker(env)]);
-    cleanups.push(
-      () => a.stop(),
-      () => b.stop(),
-    );
+    ({ database, a, b } = await twoBrokersOnOneDatabase());
   }, 60_000);
 
   it(`delivers ${WEBHOOKS} concurrent webhooks sent to one and polled on the other exactly once, in order`, async () => {
@@ -140,11 +159,8 @@ describe('two broker processes on one database', () => {
 
 describe('durability', () => {
   it('keeps every webhook that got 200 across a kill -9 of the broker and a restart', async () => {
-    const database = await createTestDatabase();
-    cleanups.push(() => database.drop());
-    const env = { ...BROKER_ENV, DATABASE_URL: database.url, QUOTA_STANDARD: '100000' };
-    const broker = await startBroker(env);
-    cleanups.push(() => broker.stop());
+    // One of the two processes above, killed last; its webhooks are its own installation's.
+    const { database, env, b: broker } = await twoBrokersOnOneDatabase();
     const owner = await registerOver(broker.url);
     const trigger = await insertTrigger(database, owner.installationId);
 

@@ -3,6 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connectAccount } from '../composio/harness.js';
 import { type ConnectorsWorld, type Member, member, startWorld } from '../connectors/support.js';
+import { until } from '../support/http.js';
 
 /**
  * Nothing a client does with its own connection ends anything but its own request: hanging up
@@ -96,6 +97,17 @@ async function mcpSessionId(m: Member): Promise<string> {
   return init.headers.get('mcp-session-id')!;
 }
 
+/**
+ * Until Composio's side of every MCP request sent since `since` (epoch ms) is over: answered in
+ * full, or given up by the broker. Whatever the broker does with an upstream answer nobody waits
+ * for has then happened; a moment more lets its last reactions (a log line, an error) surface.
+ */
+async function upstreamOver(since: number): Promise<void> {
+  const mcp = () => w.h.sim.controls.requests().filter((r) => r.path.endsWith('/mcp') && r.method === 'POST' && r.at >= since);
+  await until(() => mcp().length > 0 && mcp().every((r) => r.abandoned || r.status !== null), 10_000, "Composio's MCP answers over");
+  await delay(100);
+}
+
 /** What every MCP client must accept; which of the two the answer is, the server decides. */
 const BOTH = 'application/json, text/event-stream';
 
@@ -110,23 +122,25 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     it(`hangs up mid-answer (${as})`, async () => {
       const sessionId = await mcpSessionId(a);
       w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 300, times: 1, as });
+      const since = Date.now();
       const socket = await open();
       socket.write(mcpRequest(sessionId, 1));
       // The simulator is still pacing its answer (1.2 s in all) when the client goes.
       await delay(500);
       socket.destroy();
-      await delay(1_200);
+      await upstreamOver(since);
       await stillServing();
     });
 
     it(`hangs up before the answer's headers (${as})`, async () => {
       const sessionId = await mcpSessionId(a);
       w.h.sim.controls.injectFault({ delayMs: 800, path: '/tool_router/', times: 1, ...(as === 'json' ? { answerAs: as } : {}) });
+      const since = Date.now();
       const socket = await open();
       socket.write(mcpRequest(sessionId, 2));
       await delay(300);
       socket.destroy();
-      await delay(1_000);
+      await upstreamOver(since);
       await stillServing();
     });
 
@@ -154,6 +168,7 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
   it('logs a request whose client hung up mid-answer: status 499, clientClosed', async () => {
     const sessionId = await mcpSessionId(a);
     w.h.sim.controls.setMcpStreaming({ chunks: 5, intervalMs: 300, times: 1 });
+    const since = Date.now();
     const mcp = await open();
     mcp.write(mcpRequest(sessionId, 5));
     await received(mcp);
@@ -162,19 +177,22 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     await delay(500);
     mcp.destroy();
     poll.destroy();
-    await delay(300);
-    const lines = w.t.logs.lines
-      .slice(logsBefore)
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .filter((l) => l.msg === 'request' && l.clientClosed === true);
+    const closedLines = () =>
+      w.t.logs.lines
+        .slice(logsBefore)
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l.msg === 'request' && l.clientClosed === true);
+    await until(() => closedLines().length >= 2, 5_000, 'both hang-ups logged');
+    const lines = closedLines();
     expect(lines).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ method: 'POST', url: '/v1/mcp', status: 499, installationId: a.installationId, ip: '127.0.0.1' }),
         expect.objectContaining({ method: 'GET', url: '/v1/events', status: 499, installationId: a.installationId, ip: '127.0.0.1' }),
       ]),
     );
-    // One line per request: the line written at the hang-up is the only one.
-    await delay(1_500);
+    // One line per request: the line written at the hang-up is the only one, also once Composio's
+    // answer is over.
+    await upstreamOver(since);
     const mcpLines = w.t.logs.lines.slice(logsBefore).filter((l) => l.includes('"url":"/v1/mcp"') && l.includes('"msg":"request"'));
     expect(mcpLines.filter((l) => l.includes('"status":499'))).toHaveLength(1);
     await stillServing();
@@ -208,6 +226,7 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     const sessionId = await mcpSessionId(a);
     // 3 s of answer: the client stops reading at once and goes while it still streams.
     w.h.sim.controls.setMcpStreaming({ chunks: 50, intervalMs: 60, times: 1 });
+    const since = Date.now();
     const socket = await open();
     socket.write(mcpRequest(sessionId, 4));
     await received(socket);
@@ -215,7 +234,7 @@ describe('a client hanging up on /v1/mcp ends only its own request', () => {
     await delay(1_000);
     await stillServing();
     socket.destroy();
-    await delay(500);
+    await upstreamOver(since);
     await stillServing();
   });
 });
@@ -319,6 +338,7 @@ describe('a client hanging up on any route ends only its own request', () => {
 
   it('at every moment of a streamed MCP answer', async () => {
     const sessionId = await mcpSessionId(a);
+    const since = Date.now();
     for (const after of [0, 50, 150, 300, 450]) {
       w.h.sim.controls.setMcpStreaming({ chunks: 4, intervalMs: 100, times: 1 });
       const socket = await open();
@@ -326,7 +346,7 @@ describe('a client hanging up on any route ends only its own request', () => {
       await delay(after);
       socket.destroy();
     }
-    await delay(600);
+    await upstreamOver(since);
     await stillServing();
   });
 });

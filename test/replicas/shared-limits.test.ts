@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signWebhook } from '../../src/composio/index.js';
+import { projectDigest, signWebhook } from '../../src/composio/index.js';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import type { Registered } from '../support/http.js';
+import { type Registered, until } from '../support/http.js';
 
 /**
  * Two broker processes, started as `npm start` starts them, on ONE database and ONE Composio
@@ -15,6 +15,13 @@ const BAD_WEBHOOKS = 3;
 /** A burst of 10 calls, then one a second. */
 const CALLS_PER_MINUTE = 60;
 const BURST = CALLS_PER_MINUTE / 6;
+/**
+ * Inventories sent at once, half through each process. On the installations' first use each
+ * makes three to four Composio calls (a Session, its toolkits, the accounts, the catalog), so
+ * each process alone asks for about its whole burst — two budgets would let out twice the burst
+ * early — while the calls past the burst, paced at one a second, stay about a burst's worth.
+ */
+const INVENTORIES = 6;
 
 let sim: Simulator;
 let database: TestDatabase;
@@ -49,6 +56,16 @@ async function call(broker: BrokerProcess, method: string, path: string, init: {
   const response = await fetch(`${broker.url}${path}`, { method, headers: init.headers, body: init.body });
   const text = await response.text();
   return { status: response.status, body: text ? JSON.parse(text) : undefined, at: performance.now() };
+}
+
+/** The calls the shared budget would let out now (its balance refilled to this moment), or 0 during a pause. */
+async function budgetNow(): Promise<number> {
+  const [row] = await database.sql<{ tokens: number }[]>`
+    select case when paused_until > now() then 0
+                else least(${BURST}::float8, tokens + greatest(0, extract(epoch from (now() - refilled_at)) * 1000) * ${CALLS_PER_MINUTE / 60_000}::float8)
+           end::float8 as tokens
+      from composio_budgets where project = ${projectDigest(sim.apiKey)}`;
+  return Number(row?.tokens ?? BURST);
 }
 
 const alternate = (n: number) => Array.from({ length: n }, (_, i) => (i % 2 === 0 ? a : b));
@@ -93,7 +110,7 @@ describe('two broker processes on one database share their limits', () => {
     sim.controls.clearRequests();
     // Many requests through both processes at once, each making at least one Composio call.
     const answers = await Promise.all(
-      Array.from({ length: 16 }, (_, i) =>
+      Array.from({ length: INVENTORIES }, (_, i) =>
         call(i % 2 === 0 ? a : b, 'GET', '/v1/connectors/connected', { headers: registered[i % 2]!.auth }),
       ),
     );
@@ -108,8 +125,9 @@ describe('two broker processes on one database share their limits', () => {
   }, 60_000);
 
   it("pause BOTH for a 429's retry-after, whichever process received it", async () => {
-    // Let the burst's reservations drain, so what follows is about the pause alone.
-    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    // Let the burst's reservations drain, so what follows is about the pause alone: the shared
+    // budget (refilled to now) is back to two calls, with no pause in force.
+    await until(async () => (await budgetNow()) >= 2, 20_000, 'the reservations drained');
     sim.controls.clearRequests();
     sim.controls.injectFault({ status: 429, retryAfter: 2, times: 1 });
     const limited = await call(a, 'GET', '/v1/connectors/connected', { headers: registered[0]!.auth });
