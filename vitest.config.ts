@@ -35,6 +35,7 @@ const PROCESSES = [
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
   'test/faults/lifecycle.test.ts',
+  'test/faults/listener-outage.test.ts',
   'test/faults/hang-up-process.test.ts',
   'test/faults/postgres-restart.test.ts',
   'test/faults/shutdown.test.ts',

@@ -16,7 +16,7 @@ export const EVENTS_CHANNEL = 'omb_events';
  * directly, without the round trip through Postgres.
  *
  * A failed notification loses no event: waiters elsewhere re-read the queue when their wait
- * ends (and the listener's heartbeat re-listens and wakes everyone after an outage).
+ * ends (and the listener, listening again within about a second of an outage, wakes everyone).
  */
 export class EventNotifier {
   private pending = new Set<string>();

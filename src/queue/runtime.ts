@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
 import postgres from 'postgres';
-import { type Database, reconnectBackoff } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { INSTALLATION_REMOVED_CHANNEL } from '../installations/deletion.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../installations/disable.js';
 import { EventHub } from './hub.js';
-import { NotificationListener } from './listener.js';
+import { type ListenClientOptions, NotificationListener } from './listener.js';
 import { EVENTS_CHANNEL, EventNotifier } from './notifier.js';
 
 /**
@@ -37,12 +37,11 @@ export function createQueueRuntime(options: {
   const log = options.logger.child({ component: 'events' });
   const hub = new EventHub(options.pollsPerInstallation ?? DEFAULT_POLLS_PER_INSTALLATION);
   const notifier = new EventNotifier(sql, hub, log);
-  const listenClient = () =>
+  const listenClient = (listening: ListenClientOptions) =>
     postgres(url, {
-      max: 1,
+      ...listening,
       onnotice: () => {},
       connect_timeout: 10,
-      backoff: reconnectBackoff,
       connection: { application_name: 'omb-broker-listen' },
     });
   const listener = new NotificationListener(sql, listenClient, log);
