@@ -4,6 +4,13 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+export interface StartOptions {
+  timeoutMs?: number;
+  via?: 'node' | 'npm';
+  /** The checkout to start it from (a previous release's, see release-checkout.ts); this one by default. */
+  cwd?: string;
+}
+
 /** A broker started the way `npm start` starts it, in its own process, on a free port. */
 export interface BrokerProcess {
   readonly url: string;
@@ -15,13 +22,10 @@ export interface BrokerProcess {
 }
 
 /** `npm start` in `options.via: 'npm'`: the process signalled is then npm's, as a process manager's would be. */
-export async function startBroker(
-  env: Record<string, string>,
-  options: { timeoutMs?: number; via?: 'node' | 'npm' } = {},
-): Promise<BrokerProcess> {
+export async function startBroker(env: Record<string, string>, options: StartOptions = {}): Promise<BrokerProcess> {
   const [command, args] = options.via === 'npm' ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'src/main.ts']];
   const child = spawn(command as string, args as string[], {
-    cwd: ROOT,
+    cwd: options.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

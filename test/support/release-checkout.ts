@@ -1,0 +1,86 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, symlink, unlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { isDeepStrictEqual, promisify } from 'node:util';
+import { REPO_ROOT } from './releases.js';
+
+const run = promisify(execFile);
+
+/**
+ * A released commit checked out beside the working tree (a `git worktree` in the OS temp
+ * folder), with dependencies to run it: the tests that start a previous release's broker next
+ * to this one's. Nothing is kept between runs: each checkout is made fresh and `remove()`d.
+ */
+export interface ReleaseCheckout {
+  /** The checkout's root: start its broker there (`startBroker(env, { cwd })`). */
+  readonly dir: string;
+  readonly commit: string;
+  /** `linked`: the release's lock file names the same packages as ours, so ours serve it; `installed`: `npm ci` there. */
+  readonly dependencies: 'linked' | 'installed';
+  /** Removes the checkout and its record in the repository. */
+  remove(): Promise<void>;
+}
+
+function git(...args: string[]) {
+  return run('git', ['-C', REPO_ROOT, ...args], { maxBuffer: 16 * 1024 * 1024 });
+}
+
+/** Fails, saying what to do, when `commit` is not in this clone's history (a shallow clone has only its tip). */
+async function requireCommit(commit: string): Promise<void> {
+  try {
+    await git('cat-file', '-e', `${commit}^{commit}`);
+  } catch {
+    const shallow = await git('rev-parse', '--is-shallow-repository').then(
+      ({ stdout }) => stdout.trim() === 'true',
+      () => false,
+    );
+    throw new Error(
+      `commit ${commit} is not in this clone's history${shallow ? ' (a shallow clone)' : ''}: ` +
+        'fetch the full history (`git fetch --unshallow`, or `fetch-depth: 0` in CI) so that the release can be checked out',
+    );
+  }
+}
+
+/** A lock file's packages, leaving out the root entry `""` (which carries the version, different in every release). */
+async function lockedPackages(root: string): Promise<unknown> {
+  const lock = JSON.parse(await readFile(path.join(root, 'package-lock.json'), 'utf8')) as { packages?: Record<string, unknown> };
+  const { '': _root, ...packages } = lock.packages ?? {};
+  return packages;
+}
+
+export async function checkOutRelease(commit: string): Promise<ReleaseCheckout> {
+  await requireCommit(commit);
+  // Records of checkouts whose folder is gone (a run that was killed) would otherwise accumulate.
+  await git('worktree', 'prune');
+  const dir = await mkdtemp(path.join(tmpdir(), `omb-release-${commit.slice(0, 7)}-`));
+  const nodeModules = path.join(dir, 'node_modules');
+  let linked = false;
+  const remove = async () => {
+    // The link first: removing the checkout must never reach into our own node_modules.
+    if (linked) await unlink(nodeModules).catch(() => {});
+    await git('worktree', 'remove', '--force', dir).catch(() => {});
+    await rm(dir, { recursive: true, force: true });
+    await git('worktree', 'prune');
+  };
+  try {
+    await git('worktree', 'add', '--detach', dir, commit);
+    let dependencies: ReleaseCheckout['dependencies'];
+    if (isDeepStrictEqual(await lockedPackages(dir), await lockedPackages(REPO_ROOT))) {
+      await symlink(path.join(REPO_ROOT, 'node_modules'), nodeModules, 'dir');
+      linked = true;
+      dependencies = 'linked';
+    } else {
+      await run('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], {
+        cwd: dir,
+        timeout: 10 * 60_000,
+        maxBuffer: 64 * 1024 * 1024,
+      });
+      dependencies = 'installed';
+    }
+    return { dir, commit, dependencies, remove };
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+}
