@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../db/database.js';
+import { isDatabaseUnavailable } from '../http/errors.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import type { WebhookOutcome } from './outcomes.js';
 
@@ -54,7 +55,11 @@ interface Pending {
  * and a second transaction keeps a slow commit from stalling everything behind it.
  *
  * A batch that fails (a message Postgres refuses, a deadlock it broke) is retried one message
- * at a time, so one bad message never fails the others.
+ * at a time, so one bad message never fails the others. One that fails because the database
+ * cannot serve now (unreachable, not within `DATABASE_TIMEOUT_MS`, read-only) is not retried:
+ * its messages, and every message waiting behind it, are refused at once with that error
+ * (answered `503`, and Composio sends them again). So while the database is away no webhook
+ * waits longer than the one bound for a batch ahead of it and then for its own.
  */
 export class IngestBatcher {
   private queue: Pending[] = [];
@@ -89,6 +94,11 @@ export class IngestBatcher {
       const rows = await this.call(batch.map((p) => p.input));
       for (const [i, p] of batch.entries()) p.resolve(rows[i]!);
     } catch (error) {
+      if (isDatabaseUnavailable(error)) {
+        const waiting = this.queue.splice(0);
+        for (const p of [...batch, ...waiting]) p.reject(error);
+        return;
+      }
       if (batch.length === 1) {
         batch[0]!.reject(error);
         return;

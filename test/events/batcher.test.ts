@@ -82,6 +82,24 @@ describe('ingest group commit', () => {
     expect(logs.text).toContain('writing its messages one by one');
   });
 
+  it('refuses a batch, and every message waiting behind it, at once when the database cannot serve', async () => {
+    const trigger = await installationWithTrigger(database);
+    // A database that is away: each statement fails, after a while, as an unreachable one does.
+    let statements = 0;
+    const away = (() => {
+      statements++;
+      return new Promise((_resolve, reject) =>
+        setTimeout(() => reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })), 50),
+      );
+    }) as unknown as Sql;
+    const batcher = new IngestBatcher(away, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+    const results = await Promise.allSettled(Array.from({ length: 21 }, () => batcher.write(message(trigger))));
+    expect(results.every((r) => r.status === 'rejected' && (r.reason as { code?: string }).code === 'ECONNREFUSED')).toBe(true);
+    // The first message went alone; the 20 that queued behind it were never sent, one by one or
+    // together, to a database that had just failed.
+    expect(statements).toBe(1);
+  });
+
   it('stores a message delivered twice in one batch once', async () => {
     const trigger = await installationWithTrigger(database);
     const batcher = new IngestBatcher(database.sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
