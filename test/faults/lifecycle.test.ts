@@ -13,18 +13,25 @@ import { registerOver, until } from '../support/http.js';
  * broker on the same folder is refused and harms nothing; `npm start`'s pid stops everything;
  * an embedded Postgres that dies is started again. Each broker gets a folder of its own, a copy of
  * one initialised once (see data-folder.ts), except where the folder must be fresh.
+ *
+ * The tests run at once (each broker on its folder, apart from the others'), as most of each one
+ * is a broker starting or stopping; at most START_AT_ONCE brokers start at a time, so that a
+ * start, mostly loading the broker's modules, is never starved of the processor.
  */
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 let sim: Simulator;
 let folders: DataFolders;
+/** The Ctrl-C test's own simulator: it counts the requests reaching it, which other brokers' would disturb. */
+let ctrlCSim: Simulator;
 const cleanups: Array<() => Promise<unknown>> = [];
 /** See the last test: started with the file, as it spends half a minute waiting on the broker. */
 let lostForGood: Promise<LostForGood> | undefined;
 
 beforeAll(async () => {
-  [sim, folders] = await Promise.all([
+  [sim, ctrlCSim, folders] = await Promise.all([
     startSimulator({ apiKey: 'sim_lifecycle_key', logger: false }),
+    startSimulator({ apiKey: 'sim_lifecycle_ctrl_c_key', logger: false }),
     prepareDataFolders('omb-lifecycle-'),
   ]);
   lostForGood = postgresLostForGood();
@@ -34,20 +41,40 @@ beforeAll(async () => {
 afterAll(async () => {
   await lostForGood?.catch(() => undefined);
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-  await sim?.close();
+  await Promise.all([sim?.close(), ctrlCSim?.close()]);
   await folders?.remove();
 }, 60_000);
 
-const env = (dataDir: string): Record<string, string> => ({
+const env = (dataDir: string, composio: Simulator = sim): Record<string, string> => ({
   DATA_DIR: dataDir,
-  COMPOSIO_API_KEY: sim.apiKey,
-  COMPOSIO_BASE_URL: sim.origin,
+  COMPOSIO_API_KEY: composio.apiKey,
+  COMPOSIO_BASE_URL: composio.origin,
   COMPOSIO_WEBHOOK_SECRET: 'whsec_lifecycle_tests',
   SHUTDOWN_GRACE_MS: '3000',
 });
 
+const START_AT_ONCE = 2;
+/** How long a start may take: the tests run at once, so a start may wait on the others' for the processor. */
+const START_TIMEOUT_MS = 90_000;
+let startsUnderWay = 0;
+const startQueue: Array<() => void> = [];
+
+/** Runs `starting` (a broker's start, up to listening) once fewer than START_AT_ONCE others are under way. */
+async function oneOfFewStarts<T>(starting: () => Promise<T>): Promise<T> {
+  // A start that ends hands its turn to the next one waiting.
+  if (startsUnderWay < START_AT_ONCE) startsUnderWay += 1;
+  else await new Promise<void>((resolve) => startQueue.push(resolve));
+  try {
+    return await starting();
+  } finally {
+    const next = startQueue.shift();
+    if (next) next();
+    else startsUnderWay -= 1;
+  }
+}
+
 async function start(dataDir: string, via: 'node' | 'npm' = 'node'): Promise<BrokerProcess> {
-  const broker = await startBroker(env(dataDir), { via });
+  const broker = await oneOfFewStarts(() => startBroker(env(dataDir), { via, timeoutMs: START_TIMEOUT_MS }));
   cleanups.push(() => broker.stop('SIGKILL'));
   return broker;
 }
@@ -107,7 +134,7 @@ async function healthy(url: string): Promise<boolean> {
   }
 }
 
-describe('one broker per data folder', () => {
+describe.concurrent('one broker per data folder', () => {
   it('refuses a second broker on a folder in use with exit 78, naming the folder and the pid; the first keeps serving', async () => {
     const dataDir = await folders.copy();
     const first = await start(dataDir);
@@ -129,7 +156,7 @@ describe('one broker per data folder', () => {
     expect(await first.stop()).toBe(0);
     expect(postmasterPid(dataDir)).toBeNull();
     expect(existsSync(path.join(dataDir, 'broker.pid')), 'the lock released').toBe(false);
-  }, 60_000);
+  }, 120_000);
 
   it('lets exactly one of two brokers started at once on a fresh folder run', async () => {
     const dataDir = await folders.empty();
@@ -145,11 +172,11 @@ describe('one broker per data folder', () => {
     expect(refused.r.code).toBe(78);
     expect(refused.r.output).toContain('is in use by a running broker');
     const winnerOut = refused.winner === a ? () => outA : () => outB;
-    await until(() => listening(winnerOut()), 40_000, 'the other broker listening');
+    await until(() => listening(winnerOut()), START_TIMEOUT_MS, 'the other broker listening');
     refused.winner.child.kill('SIGTERM');
     expect((await refused.winner.done).code).toBe(0);
     expect(postmasterPid(dataDir)).toBeNull();
-  }, 60_000);
+  }, 120_000);
 
   it('still recovers the folder of a broker killed with SIGKILL, whose Postgres it left running', async () => {
     const dataDir = await folders.copy();
@@ -165,10 +192,10 @@ describe('one broker per data folder', () => {
     expect((await fetch(`${second.url}/v1/me`, { headers: who.auth })).status).toBe(200);
     expect(await second.stop()).toBe(0);
     expect(postmasterPid(dataDir)).toBeNull();
-  }, 60_000);
+  }, 120_000);
 });
 
-describe('npm start', () => {
+describe.concurrent('npm start', () => {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     it(`stops everything on ${signal} to the pid of npm start: polls answered, Postgres stopped, exit 0`, async () => {
       const dataDir = await folders.copy();
@@ -199,36 +226,39 @@ describe('npm start', () => {
       expect(alive(postgres), 'its Postgres is gone').toBe(false);
       expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
       expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
-    }, 60_000);
+    }, 120_000);
   }
 });
 
-describe('Ctrl-C in a terminal', () => {
+describe.concurrent('Ctrl-C in a terminal', () => {
   it('SIGINT to the whole process group of npm start leaves the embedded Postgres to the broker', async () => {
     const dataDir = await folders.copy();
-    // A terminal's foreground job: npm, the broker and whatever they spawn share one process group.
-    const child = spawn('npm', ['start'], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env(dataDir) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    cleanups.push(async () => child.kill('SIGKILL'));
     let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    await until(() => /"msg":"broker listening"/.test(output), 40_000, 'the broker listening');
+    const { child, exited } = await oneOfFewStarts(async () => {
+      // A terminal's foreground job: npm, the broker and whatever they spawn share one process group.
+      const child = spawn('npm', ['start'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env(dataDir, ctrlCSim) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      });
+      cleanups.push(async () => child.kill('SIGKILL'));
+      child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+      child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      await until(() => /"msg":"broker listening"/.test(output), START_TIMEOUT_MS, 'the broker listening');
+      return { child, exited };
+    });
     const pid = Number(/"pid":(\d+)[^\n]*"msg":"broker listening"/.exec(output)![1]);
     cleanups.push(async () => process.kill(pid, 'SIGKILL'));
     const postgres = postmasterPid(dataDir)!;
     const url = /"url":"(http:\/\/[^"]+)","database"/.exec(output)![1]!;
     const who = await registerOver(url);
     // A request still under way when Ctrl-C comes: Composio answers it 1.5 s later.
-    const since = sim.controls.requests().length;
-    sim.controls.injectFault({ delayMs: 1500, path: '/api/v3.1/connected_accounts', method: 'GET', times: 1 });
+    const since = ctrlCSim.controls.requests().length;
+    ctrlCSim.controls.injectFault({ delayMs: 1500, path: '/api/v3.1/connected_accounts', method: 'GET', times: 1 });
     const slow = fetch(`${url}/v1/connectors/connected`, { headers: who.auth }).then((r) => r.status);
-    await until(() => sim.controls.requests().length > since, 10_000, 'the slow Composio call under way');
+    await until(() => ctrlCSim.controls.requests().length > since, 10_000, 'the slow Composio call under way');
 
     process.kill(-child.pid!, 'SIGINT');
     expect(await slow).toBe(200);
@@ -239,10 +269,10 @@ describe('Ctrl-C in a terminal', () => {
     // The database stays up until the broker has finished with it: Ctrl-C must not reach Postgres.
     expect(output).not.toContain('exited unexpectedly');
     expect(output).toContain('"msg":"embedded Postgres stopped"');
-  }, 60_000);
+  }, 120_000);
 });
 
-describe('npm killed outright', () => {
+describe.concurrent('npm killed outright', () => {
   it('the broker notices it was orphaned and shuts down gracefully, Postgres included', async () => {
     const dataDir = await folders.copy();
     const broker = await start(dataDir, 'npm');
@@ -254,10 +284,10 @@ describe('npm killed outright', () => {
     expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
     expect(broker.output()).toContain('the process that started the broker is gone; shutting down');
     expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
-  }, 60_000);
+  }, 120_000);
 });
 
-describe('the embedded Postgres dies', () => {
+describe.concurrent('the embedded Postgres dies', () => {
   it('is started again, the broker serves again, and SIGTERM still stops it promptly with exit 0', async () => {
     const dataDir = await folders.copy();
     const broker = await start(dataDir);
@@ -284,7 +314,7 @@ describe('the embedded Postgres dies', () => {
     expect(performance.now() - signalledAt).toBeLessThan(8000);
     expect(postmasterPid(dataDir)).toBeNull();
     expect(alive(second!)).toBe(false);
-  }, 90_000);
+  }, 120_000);
 
   it('exits 1 for a supervisor when it cannot be started again', async () => {
     const { code, output, lockLeft } = await lostForGood!;
@@ -292,7 +322,7 @@ describe('the embedded Postgres dies', () => {
     expect(output).toContain('embedded Postgres could not be started again');
     expect(output).toContain('shutting down: the embedded Postgres is gone');
     expect(lockLeft, 'the lock released').toBe(false);
-  }, 90_000);
+  }, 120_000);
 });
 
 interface LostForGood {

@@ -1,10 +1,9 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import { type DataFolders, prepareDataFolders } from '../support/data-folder.js';
 import { metricValue, type Registered, rawRequest, registerOver, until } from '../support/http.js';
 
 /**
@@ -14,37 +13,56 @@ import { metricValue, type Registered, rawRequest, registerOver, until } from '.
  * (and one that would not is cut off at the deadline), the database and the embedded Postgres
  * are closed, and the process exits 0. The other signals a process manager may send: SIGHUP is
  * logged and ignored, SIGQUIT and SIGUSR2 stop as SIGTERM does (docs/operating.md, "Stopping").
+ *
+ * Each test's broker is started with the file, all at once, each on a data folder of its own
+ * (a copy of one initialised once, see data-folder.ts) and against a simulator of its own, so
+ * that a broker waiting for its test neither answers nor makes another test's requests.
  */
 
 const METRICS_TOKEN = 'metrics-token-for-shutdown-tests';
 const ACCOUNTS_PATH = '/api/v3.1/connected_accounts';
 
-let sim: Simulator;
-let dataDir: string;
+/** A test's broker, its data folder and the simulator it takes for Composio. */
+interface Started {
+  broker: BrokerProcess;
+  dataDir: string;
+  sim: Simulator;
+}
+
+let folders: DataFolders;
 const cleanups: Array<() => Promise<unknown>> = [];
+let started: Record<'inFlight' | 'cutOff' | 'otherSignals', Promise<Started>>;
 
 beforeAll(async () => {
-  sim = await startSimulator({ apiKey: 'sim_shutdown_key', logger: false });
-  dataDir = await mkdtemp(path.join(tmpdir(), 'omb-shutdown-'));
-});
+  folders = await prepareDataFolders('omb-shutdown-');
+  started = {
+    inFlight: start({ SHUTDOWN_GRACE_MS: '8000' }),
+    cutOff: start({ SHUTDOWN_GRACE_MS: '1000' }),
+    // One broker for every signal: debug shows the repeated stop signal being let go.
+    otherSignals: start({ SHUTDOWN_GRACE_MS: '8000', LOG_LEVEL: 'debug' }),
+  };
+  // Awaited by their tests; this only keeps a failure before then from counting as unhandled.
+  for (const starting of Object.values(started)) starting.catch(() => undefined);
+}, 60_000);
 afterAll(async () => {
+  await Promise.all(Object.values(started ?? {}).map((starting) => starting.catch(() => undefined)));
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-  await sim.close();
-  await rm(dataDir, { recursive: true, force: true });
-});
+  await folders?.remove();
+}, 60_000);
 
-function start(env: Record<string, string>): Promise<BrokerProcess> {
-  return startBroker({
+async function start(env: Record<string, string>): Promise<Started> {
+  const [sim, dataDir] = await Promise.all([startSimulator({ apiKey: 'sim_shutdown_key', logger: false }), folders.copy()]);
+  cleanups.push(() => sim.close());
+  const broker = await startBroker({
     DATA_DIR: dataDir,
     COMPOSIO_API_KEY: sim.apiKey,
     COMPOSIO_BASE_URL: sim.origin,
     COMPOSIO_WEBHOOK_SECRET: 'whsec_shutdown_tests',
     METRICS_TOKEN,
     ...env,
-  }).then((broker) => {
-    cleanups.push(() => broker.stop('SIGKILL'));
-    return broker;
   });
+  cleanups.push(() => broker.stop('SIGKILL'));
+  return { broker, dataDir, sim };
 }
 
 async function pollsWaiting(url: string): Promise<number> {
@@ -70,18 +88,18 @@ async function timed<T>(work: Promise<T>): Promise<{ value?: T; error?: unknown;
   }
 }
 
-async function slowRequestArrived(since: number): Promise<boolean> {
+async function slowRequestArrived(sim: Simulator, since: number): Promise<boolean> {
   return sim.controls
     .requests()
     .slice(since)
     .some((r) => r.method === 'GET' && r.path === ACCOUNTS_PATH);
 }
 
-const postmasterPid = () => path.join(dataDir, 'postgres', 'postmaster.pid');
+const postmasterPid = (dataDir: string) => path.join(dataDir, 'postgres', 'postmaster.pid');
 
 describe('SIGTERM', () => {
   it('answers waiting polls at once, finishes the in-flight request, closes Postgres and exits 0', async () => {
-    const broker = await start({ SHUTDOWN_GRACE_MS: '8000' });
+    const { broker, dataDir, sim } = await started.inFlight;
     const exited = exitOf(broker);
     const [first, second] = await Promise.all([registerOver(broker.url), registerOver(broker.url)]);
     const poll = (who: Registered) =>
@@ -105,7 +123,7 @@ describe('SIGTERM', () => {
         body: await r.json(),
       })),
     );
-    await until(() => slowRequestArrived(since), 10_000, 'the slow Composio call under way');
+    await until(() => slowRequestArrived(sim, since), 10_000, 'the slow Composio call under way');
 
     const signalledAt = performance.now();
     broker.child.kill('SIGTERM');
@@ -136,12 +154,12 @@ describe('SIGTERM', () => {
     expect(exit.code).toBe(0);
     expect(exit.at).toBeGreaterThanOrEqual(finished.at);
     expect(exit.at - signalledAt).toBeLessThan(8000);
-    expect(existsSync(postmasterPid()), 'embedded Postgres stopped').toBe(false);
+    expect(existsSync(postmasterPid(dataDir)), 'embedded Postgres stopped').toBe(false);
     expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
   }, 60_000);
 
   it('cuts off a request still running at the SHUTDOWN_GRACE_MS deadline and still closes Postgres', async () => {
-    const broker = await start({ SHUTDOWN_GRACE_MS: '1000' });
+    const { broker, dataDir, sim } = await started.cutOff;
     const exited = exitOf(broker);
     const who = await registerOver(broker.url);
 
@@ -149,7 +167,7 @@ describe('SIGTERM', () => {
     // Longer than the grace period (the simulator's close ends it in any case).
     sim.controls.injectFault({ delayMs: 30_000, path: ACCOUNTS_PATH, method: 'GET', times: 1 });
     const slow = timed(fetch(`${broker.url}/v1/connectors/connected`, { headers: who.auth }));
-    await until(() => slowRequestArrived(since), 10_000, 'the slow Composio call under way');
+    await until(() => slowRequestArrived(sim, since), 10_000, 'the slow Composio call under way');
 
     const signalledAt = performance.now();
     broker.child.kill('SIGTERM');
@@ -163,7 +181,7 @@ describe('SIGTERM', () => {
     const exit = await exited;
     expect(exit.code).toBe(0);
     expect(exit.at - signalledAt).toBeLessThan(8000);
-    expect(existsSync(postmasterPid()), 'embedded Postgres stopped').toBe(false);
+    expect(existsSync(postmasterPid(dataDir)), 'embedded Postgres stopped').toBe(false);
     expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
     expect(broker.output()).toContain('requests still running at the end of SHUTDOWN_GRACE_MS');
     sim.controls.clearFaults();
@@ -172,8 +190,7 @@ describe('SIGTERM', () => {
 
 describe('the other signals', () => {
   it('SIGHUP is logged and changes nothing; SIGUSR2 stops as SIGTERM does, and a SIGQUIT right after is the same stop', async () => {
-    // One broker for every signal: debug shows the repeated stop signal being let go.
-    const broker = await start({ SHUTDOWN_GRACE_MS: '8000', LOG_LEVEL: 'debug' });
+    const { broker, dataDir } = await started.otherSignals;
     const exited = exitOf(broker);
     const who = await registerOver(broker.url);
     const poll = timed(
@@ -205,6 +222,6 @@ describe('the other signals', () => {
     expect(exit.code).toBe(0);
     expect(broker.output()).toMatch(/"signal":"SIGUSR2"[^\n]*"msg":"shutting down"/);
     expect(broker.output()).toMatch(/"signal":"SIGQUIT"[^\n]*"msg":"stop signal repeated; already shutting down"/);
-    expect(existsSync(postmasterPid()), 'embedded Postgres stopped').toBe(false);
+    expect(existsSync(postmasterPid(dataDir)), 'embedded Postgres stopped').toBe(false);
   }, 60_000);
 });

@@ -1,10 +1,10 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { chmod, chown, cp, mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dataFolderParent } from '../support/data-folder.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -12,6 +12,9 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
  * `node dist/operators/cli.js` from a folder laid out like the image's /app (dist/, migrations/,
  * openapi.yaml, package.json, node_modules), with NODE_ENV=production, as a user who is not root
  * (`nobody` when the tests run as root, as in CI; the current user otherwise).
+ *
+ * The build is `npm run build`'s without its type check (`--noCheck`), which `npm run typecheck`
+ * does over the same files: the JavaScript it writes is the same, in a third of the time.
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -23,22 +26,28 @@ let app: string;
 let database: TestDatabase;
 
 beforeAll(async () => {
-  work = await mkdtemp(path.join(tmpdir(), 'omb-image-'));
+  // In memory when there is room (see data-folder.ts): the embedded Postgres's folder is in here.
+  work = await mkdtemp(path.join(await dataFolderParent(), 'omb-image-'));
   app = path.join(work, 'app');
   await mkdir(app);
-  // `npm run build`, into the image-like folder instead of ./dist.
-  await promisify(execFile)(
-    process.execPath,
-    [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', path.join(app, 'dist')],
-    {
-      cwd: ROOT,
-    },
-  );
-  await cp(path.join(ROOT, 'migrations'), path.join(app, 'migrations'), { recursive: true });
-  for (const file of ['package.json', 'package-lock.json', 'openapi.yaml']) await cp(path.join(ROOT, file), path.join(app, file));
-  await symlink(path.join(ROOT, 'node_modules'), path.join(app, 'node_modules'));
-  await chmodTree(work);
-  database = await createTestDatabase();
+  const built = (async () => {
+    // `npm run build`, into the image-like folder instead of ./dist.
+    await promisify(execFile)(
+      process.execPath,
+      [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--noCheck', '--outDir', path.join(app, 'dist')],
+      { cwd: ROOT },
+    );
+    await cp(path.join(ROOT, 'migrations'), path.join(app, 'migrations'), { recursive: true });
+    for (const file of ['package.json', 'package-lock.json', 'openapi.yaml']) await cp(path.join(ROOT, file), path.join(app, file));
+    await symlink(path.join(ROOT, 'node_modules'), path.join(app, 'node_modules'));
+    await chmodTree(work);
+  })();
+  const created = createTestDatabase();
+  // Both settled before either failure is reported, so that afterAll finds what was made.
+  const [build, made] = await Promise.allSettled([built, created]);
+  if (made.status === 'fulfilled') database = made.value;
+  if (build.status === 'rejected') throw build.reason;
+  if (made.status === 'rejected') throw made.reason;
 }, 240_000);
 
 afterAll(async () => {
@@ -138,11 +147,10 @@ async function uidOf(pid: number): Promise<number> {
 
 describe('the built entry points, run as the image runs them', () => {
   it('prints the CLI’s help, and a group’s, as a non-root user', async () => {
-    const help = await run(['dist/operators/cli.js', '--help']);
+    const [help, keys] = await Promise.all([run(['dist/operators/cli.js', '--help']), run(['dist/operators/cli.js', 'keys', '--help'])]);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('keys generate');
     expect(help.stdout).toContain('migrate');
-    const keys = await run(['dist/operators/cli.js', 'keys', '--help']);
     expect(keys.code).toBe(0);
     expect(keys.stdout).toContain('keys generate');
   });

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -15,6 +15,11 @@ import { createLogger } from '../../src/logger.js';
  * copy of its `postgres/` and of the password it was given (owners and modes kept, as `initdb`
  * and the broker left them). Tests about a fresh
  * folder make an empty one instead.
+ *
+ * The folders are made in memory (`/dev/shm`) when it has room to spare: a copy there takes a
+ * tenth of the time a copy on disk does, and so do initdb's and Postgres's own writes. What the
+ * tests look at (the folder's lock, `postmaster.pid`, the server's processes) is the same on
+ * either.
  */
 export interface DataFolders {
   /** A new folder holding a copy of the prepared database. */
@@ -27,8 +32,9 @@ export interface DataFolders {
 
 export async function prepareDataFolders(prefix: string): Promise<DataFolders> {
   const folders: string[] = [];
+  const parent = await dataFolderParent();
   const empty = async () => {
-    const folder = await mkdtemp(path.join(tmpdir(), prefix));
+    const folder = await mkdtemp(path.join(parent, prefix));
     folders.push(folder);
     return folder;
   };
@@ -48,7 +54,25 @@ export async function prepareDataFolders(prefix: string): Promise<DataFolders> {
       return folder;
     },
     async remove() {
-      for (const folder of folders) await rm(folder, { recursive: true, force: true });
+      await Promise.all(folders.map((folder) => rm(folder, { recursive: true, force: true })));
     },
   };
+}
+
+/** In memory room enough for many folders of about 50 MB each, and for Postgres's own shared memory beside them. */
+const MEMORY_ROOM_BYTES = 2 * 1024 ** 3;
+const MEMORY = '/dev/shm';
+
+/**
+ * Where to make a new data folder: `/dev/shm` when it is there with room to spare (a container's
+ * default is 64 MB, too little), the temporary folder otherwise.
+ */
+export async function dataFolderParent(): Promise<string> {
+  try {
+    const room = await statfs(MEMORY);
+    if (room.bavail * room.bsize >= MEMORY_ROOM_BYTES) return MEMORY;
+  } catch {
+    // No /dev/shm (not Linux): the temporary folder.
+  }
+  return tmpdir();
 }
