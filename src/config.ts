@@ -110,11 +110,13 @@ export const EnvSchema = z.object({
     .describe(
       "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder)). The operator CLI uses the default only where it already holds a database (see [Which database the CLI uses](operators.md#which-database-the-cli-uses))",
     ),
-  DATABASE_POOL_SIZE: int(1, 200).default(12).describe('connections per broker process (one more is kept for `LISTEN`)'),
+  DATABASE_POOL_SIZE: int(1, 200)
+    .default(12)
+    .describe('connections per broker process (two more are kept: one for `LISTEN`, one for `/health`)'),
   DATABASE_TIMEOUT_MS: int(100, 600_000)
     .default(10_000)
     .describe(
-      'bound on every statement (`statement_timeout`), on connecting, and on waiting for any answer from Postgres over plain TCP; past it (checked every second, so up to a second more) the request gets `503 database_unavailable` with `retry-after` instead of hanging on a frozen Postgres',
+      'bound on every use of the database from being asked to being done: waiting for a free pool connection or for Postgres to come back, and the statement itself (`statement_timeout`; a transaction is bounded until it starts, then statement by statement). Also bounds connecting and waiting for any answer over plain TCP. Past it the request gets `503 database_unavailable` with `retry-after` instead of being held, and what it was waiting for never runs. `/health` probes on a connection of its own, bounded to 1 s (or this, if shorter)',
     ),
 
   COMPOSIO_API_KEY: optionalString.describe(

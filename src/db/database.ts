@@ -1,7 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import type { Logger } from 'pino';
-import postgres from 'postgres';
+import type postgres from 'postgres';
+import { openBoundedPool } from './bounded-pool.js';
 import * as schema from './schema.js';
 
 export type Sql = postgres.Sql;
@@ -19,6 +20,12 @@ export interface Database {
   readonly sql: Sql;
   readonly db: Db;
   readonly url: string;
+  /**
+   * Resolves when Postgres answers a `select 1` within about a second (`HEALTH_TIMEOUT_MS`, or
+   * the database timeout if shorter), on a connection of its own: it never waits behind a busy
+   * or reconnecting pool. Rejects otherwise. Calls made while one is under way share its answer.
+   */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -33,15 +40,20 @@ export const reconnectBackoff = (attempts: number): number => Math.min(0.05 * 2 
 export const DEFAULT_DATABASE_TIMEOUT_MS = 10_000;
 /** Past the statement timeout, how long an answer may still take before the connection is cut. */
 const ANSWER_MARGIN_MS = 1_000;
+/** The bound on `ping` (the `/health` probe). */
+export const HEALTH_TIMEOUT_MS = 1_000;
 
 export interface DatabaseOptions {
   url: string;
   poolSize: number;
   logger: Logger;
   /**
-   * Bound on every statement (Postgres's `statement_timeout`), on connecting, and, on plain TCP
-   * connections, on waiting for any answer at all: a frozen Postgres fails queries within about
-   * this long (answered `503`) instead of holding them.
+   * Bound on every use of the pool from being asked to being done: waiting for a free
+   * connection, for Postgres to come back, and the statement itself (see bounded-pool.ts; a
+   * transaction is bounded until its callback starts, then each statement by Postgres's
+   * `statement_timeout`, which is this too). Also bounds connecting and, on plain TCP
+   * connections, waiting for any answer at all. Past it the use fails (answered `503`), whether
+   * Postgres is frozen, refusing, or the pool is full, instead of holding the request.
    */
   timeoutMs?: number;
 }
@@ -49,27 +61,46 @@ export interface DatabaseOptions {
 export function openDatabase(options: DatabaseOptions): Database {
   const log = options.logger.child({ component: 'database' });
   const timeoutMs = options.timeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS;
-  const connectTimeoutSeconds = Math.max(1, Math.ceil(timeoutMs / 1000));
-  const sql = postgres(options.url, {
-    max: options.poolSize,
-    idle_timeout: 60,
-    connect_timeout: connectTimeoutSeconds,
-    backoff: reconnectBackoff,
-    onnotice: () => {},
-    connection: { application_name: 'omb-broker', statement_timeout: timeoutMs },
-    // postgres.js takes a socket factory (documented, though missing from its types).
-    ...({ socket: answerBoundSocket(timeoutMs + ANSWER_MARGIN_MS) } as object),
-  });
+  const pool = openBoundedPool(options.url, { size: options.poolSize, timeoutMs, client: clientOptions('omb-broker', timeoutMs) });
+  const healthMs = Math.min(HEALTH_TIMEOUT_MS, timeoutMs);
+  const health = openBoundedPool(options.url, { size: 1, timeoutMs: healthMs, client: clientOptions('omb-broker-health', healthMs) });
+  const sql = pool.sql;
   const db = drizzle(sql, { schema });
+  let pinging: Promise<void> | undefined;
   let closed: Promise<void> | undefined;
   return {
     sql,
     db,
     url: options.url,
+    ping() {
+      pinging ??= health.sql`select 1`.then(
+        () => {
+          pinging = undefined;
+        },
+        (error: unknown) => {
+          pinging = undefined;
+          throw error;
+        },
+      );
+      return pinging;
+    },
     close() {
-      closed ??= sql.end({ timeout: 5 }).then(() => log.debug('database pool closed'));
+      closed ??= Promise.all([pool.end({ timeout: 5 }), health.end({ timeout: 1 })]).then(() => log.debug('database pool closed'));
       return closed;
     },
+  };
+}
+
+/** Each of the pool's connections (and the health probe's), bounded by `timeoutMs`. */
+function clientOptions(applicationName: string, timeoutMs: number): postgres.Options<Record<string, postgres.PostgresType>> {
+  return {
+    idle_timeout: 60,
+    connect_timeout: Math.max(1, Math.ceil(timeoutMs / 1000)),
+    backoff: reconnectBackoff,
+    onnotice: () => {},
+    connection: { application_name: applicationName, statement_timeout: timeoutMs },
+    // postgres.js takes a socket factory (documented, though missing from its types).
+    ...({ socket: answerBoundSocket(timeoutMs + ANSWER_MARGIN_MS) } as object),
   };
 }
 

@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ComposioFailure } from '../composio/index.js';
+import { DATABASE_TIMEOUT } from '../db/bounded-pool.js';
 import { AppError } from '../errors.js';
 import { composioFailureAnswer } from './composio-failures.js';
 
@@ -74,6 +75,9 @@ const DATABASE_UNAVAILABLE = new Set([
   '53300',
   // statement_timeout: Postgres too slow to answer within DATABASE_TIMEOUT_MS.
   '57014',
+  // Not done within DATABASE_TIMEOUT_MS of being asked: no free connection, Postgres not back
+  // yet, or the statement too slow (db/bounded-pool.ts).
+  DATABASE_TIMEOUT,
   // read_only_sql_transaction: this database cannot write now (a standby the endpoint still
   // points to during a failover, or a primary set read-only): another try soon may reach one that can.
   '25006',
