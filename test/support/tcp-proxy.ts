@@ -3,7 +3,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 /**
  * A loopback TCP proxy a test can cut: `down()` stops listening and drops every connection (the
  * client sees its connections close, then connection refused), `up()` listens again on the same
- * port. Lets one process lose its database while others keep theirs.
+ * port. Lets one process lose its database while others keep theirs. `retarget()` makes it the
+ * endpoint of a database that moves: new connections go to the new target.
  */
 export interface TcpProxy {
   readonly port: number;
@@ -15,10 +16,17 @@ export interface TcpProxy {
   freeze(): void;
   thaw(): void;
   up(): Promise<void>;
+  /**
+   * Where connections accepted from now on are forwarded (a standby promoted while the proxy is
+   * down, as a managed database's endpoint moves to its new primary). Connections already open
+   * stay with the old target.
+   */
+  retarget(target: { host: string; port: number }): void;
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+export async function startTcpProxy(initialTarget: { host: string; port: number }): Promise<TcpProxy> {
+  let target = { ...initialTarget };
   const sockets = new Set<Socket>();
   const track = (socket: Socket) => {
     sockets.add(socket);
@@ -71,6 +79,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     down: stop,
     up: listen,
+    retarget(next) {
+      target = { ...next };
+    },
     freeze() {
       frozen = true;
       for (const { from, to } of pipes) {
