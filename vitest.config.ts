@@ -34,6 +34,7 @@ const PROCESSES = [
   'test/db/embedded-password.test.ts',
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
+  'test/faults/failover.test.ts',
   'test/faults/lifecycle.test.ts',
   'test/faults/listener-outage.test.ts',
   'test/faults/hang-up-process.test.ts',
