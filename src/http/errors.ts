@@ -64,6 +64,14 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
 const DATABASE_UNAVAILABLE = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
+  // A write on a connection Postgres had just closed (seen while it restarts: a query handed to a
+  // connection whose socket was ending).
+  'EPIPE',
+  // The host of the database not reachable, or its name not resolvable for now (an endpoint
+  // being moved during a failover).
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
   'ETIMEDOUT',
   'CONNECTION_CLOSED',
   'CONNECTION_ENDED',
