@@ -3,7 +3,6 @@ import { Agent } from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
-import { signWebhook } from '../src/composio/webhook-signature.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
@@ -24,7 +23,9 @@ import {
   ROOT,
   rounded,
   runLoad,
+  signedHeaders,
   startChild,
+  triggerMessageBody,
 } from './lib.js';
 
 /**
@@ -162,35 +163,20 @@ async function seed(sql: postgres.Sql, count: number): Promise<Seeded[]> {
 /** A GitHub-issue-sized payload (about 1 KB), as Composio would post it. */
 function webhookFor(installation: Seeded): { headers: Record<string, string>; body: string } {
   const id = `msg_${randomUUID()}`;
-  const body = JSON.stringify({
-    id,
-    timestamp: new Date().toISOString(),
-    type: 'composio.trigger.message',
-    metadata: {
-      log_id: `log_${id}`,
-      trigger_slug: 'GITHUB_ISSUE_ADDED_EVENT',
-      trigger_id: installation.composioTriggerId,
-      connected_account_id: 'ca_bench',
-      auth_config_id: 'ac_bench',
-      user_id: composioUserIdFor(installation.installationId),
-    },
-    data: {
-      action: 'opened',
-      issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
-      repository: { full_name: 'openmausbot/desktop' },
-      sender: { login: 'octocat' },
-    },
-  });
-  const timestamp = Math.floor(Date.now() / 1000);
-  return {
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signWebhook({ id, timestamp, body, secret: SECRET }),
-    },
+  const target = {
+    triggerSlug: 'GITHUB_ISSUE_ADDED_EVENT',
+    triggerId: installation.composioTriggerId,
+    connectedAccountId: 'ca_bench',
+    authConfigId: 'ac_bench',
+    userId: composioUserIdFor(installation.installationId),
   };
+  const body = triggerMessageBody(id, target, {
+    action: 'opened',
+    issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
+    repository: { full_name: 'openmausbot/desktop' },
+    sender: { login: 'octocat' },
+  });
+  return { body, headers: signedHeaders(id, body, SECRET) };
 }
 
 async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, installations: Seeded[]) {

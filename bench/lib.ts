@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { signWebhook } from '../src/composio/webhook-signature.js';
 import { freePort } from '../src/db/embedded.js';
 
 /** Small tools for bench/events.ts: processes, HTTP on keep-alive sockets, figures. */
@@ -192,5 +193,43 @@ export async function benchRun(prefix: string) {
       }
       if (options.sayHowLong) process.stdout.write(`\n(${((performance.now() - startedAt) / 1000).toFixed(0)} s in all)\n`);
     },
+  };
+}
+
+/** Whose trigger a Composio trigger message is for, as its `metadata` names it. */
+export interface MessageTarget {
+  readonly triggerSlug: string;
+  readonly triggerId: string;
+  readonly connectedAccountId: string;
+  readonly authConfigId: string;
+  readonly userId: string;
+}
+
+/** A `composio.trigger.message` delivery (V3) as Composio posts it. */
+export function triggerMessageBody(id: string, target: MessageTarget, data: unknown): string {
+  return JSON.stringify({
+    id,
+    timestamp: new Date().toISOString(),
+    type: 'composio.trigger.message',
+    metadata: {
+      log_id: `log_${id}`,
+      trigger_slug: target.triggerSlug,
+      trigger_id: target.triggerId,
+      connected_account_id: target.connectedAccountId,
+      auth_config_id: target.authConfigId,
+      user_id: target.userId,
+    },
+    data,
+  });
+}
+
+/** The headers of one delivery attempt of `body`, signed now (each attempt has its own timestamp, as Composio's do). */
+export function signedHeaders(id: string, body: string, secret: string): Record<string, string> {
+  const timestamp = Math.floor(Date.now() / 1000);
+  return {
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signWebhook({ id, timestamp, body, secret }),
   };
 }

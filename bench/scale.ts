@@ -2,7 +2,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { signWebhook } from '../src/composio/webhook-signature.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
@@ -20,7 +19,9 @@ import {
   percentile,
   rounded,
   runLoad,
+  signedHeaders,
   startChild,
+  triggerMessageBody,
 } from './lib.js';
 
 /**
@@ -240,35 +241,20 @@ async function fill(sql: postgres.Sql, rows: number, days: number): Promise<void
 
 function webhookFor(installation: Seeded): { headers: Record<string, string>; body: string } {
   const id = `msg_${randomUUID()}`;
-  const body = JSON.stringify({
-    id,
-    timestamp: new Date().toISOString(),
-    type: 'composio.trigger.message',
-    metadata: {
-      log_id: `log_${id}`,
-      trigger_slug: 'GITHUB_ISSUE_ADDED_EVENT',
-      trigger_id: installation.composioTriggerId,
-      connected_account_id: 'ca_scale',
-      auth_config_id: 'ac_scale',
-      user_id: composioUserIdFor(installation.installationId),
-    },
-    data: {
-      action: 'opened',
-      issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
-      repository: { full_name: 'openmausbot/desktop' },
-      sender: { login: 'octocat' },
-    },
-  });
-  const timestamp = Math.floor(Date.now() / 1000);
-  return {
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signWebhook({ id, timestamp, body, secret: SECRET }),
-    },
+  const target = {
+    triggerSlug: 'GITHUB_ISSUE_ADDED_EVENT',
+    triggerId: installation.composioTriggerId,
+    connectedAccountId: 'ca_scale',
+    authConfigId: 'ac_scale',
+    userId: composioUserIdFor(installation.installationId),
   };
+  const body = triggerMessageBody(id, target, {
+    action: 'opened',
+    issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
+    repository: { full_name: 'openmausbot/desktop' },
+    sender: { login: 'octocat' },
+  });
+  return { body, headers: signedHeaders(id, body, SECRET) };
 }
 
 const pick = (installations: Seeded[]) => installations[Math.floor(Math.random() * installations.length)]!;

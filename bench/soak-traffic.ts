@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { signWebhook } from '../src/composio/webhook-signature.js';
+import { signedHeaders, triggerMessageBody } from './lib.js';
 
 /**
  * The soak's clients (bench/soak.ts): Composio posting signed webhooks, the installations' apps
@@ -266,19 +266,19 @@ export class WebhookSender {
   private plan(installation: SoakInstallation): void {
     const seq = this.nextSeq[installation.index]!++;
     const id = `msg_${randomUUID()}`;
-    const body = JSON.stringify({
-      id,
-      timestamp: new Date().toISOString(),
-      type: 'composio.trigger.message',
-      metadata: {
-        log_id: `log_${id}`,
-        trigger_slug: 'GITHUB_COMMIT_EVENT',
-        trigger_id: installation.composioTriggerId,
-        connected_account_id: installation.connectedAccountId,
-        auth_config_id: 'ac_soak',
-        user_id: installation.composioUserId,
-      },
-      data: { seq, installation: installation.index, author: 'ada', message: `Commit ${seq} of the soak`, padding: 'x'.repeat(400) },
+    const target = {
+      triggerSlug: 'GITHUB_COMMIT_EVENT',
+      triggerId: installation.composioTriggerId,
+      connectedAccountId: installation.connectedAccountId,
+      authConfigId: 'ac_soak',
+      userId: installation.composioUserId,
+    };
+    const body = triggerMessageBody(id, target, {
+      seq,
+      installation: installation.index,
+      author: 'ada',
+      message: `Commit ${seq} of the soak`,
+      padding: 'x'.repeat(400),
     });
     this.sentIds[installation.index]!.add(id);
     this.queues[installation.index]!.push({ id, installation, seq, body });
@@ -308,16 +308,10 @@ export class WebhookSender {
 
   /** One post of the event, signed afresh (each attempt has its own timestamp, as Composio's do). */
   private async post(url: string, event: PlannedEvent): Promise<Answer | 'error'> {
-    const timestamp = Math.floor(Date.now() / 1000);
     this.options.ledger.webhookAttempts++;
     return call(`${url}/v1/webhooks/composio`, {
       method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        'webhook-id': event.id,
-        'webhook-timestamp': String(timestamp),
-        'webhook-signature': signWebhook({ id: event.id, timestamp, body: event.body, secret: this.options.secret }),
-      },
+      headers: signedHeaders(event.id, event.body, this.options.secret),
       body: event.body,
       timeoutMs: 15_000,
     });

@@ -387,13 +387,13 @@ function summary(options: { ledger: Ledger; samples: Sample[]; faults: FaultReco
   const last = third(samples, ledger, (2 * RUN_MS) / 3, RUN_MS + 1);
   // Memory: a broker grows when its last third's median is over its first's by 15 % and 15 MB
   // (the first third already holds the warm-up). Connections: when the last third saw more than
-  // the first by over 2, or more than the two pools (each DATABASE_POOL_SIZE plus its LISTEN).
+  // the first by over 2, or more than the two pools (each DATABASE_POOL_SIZE plus its LISTEN and /health connections).
   const memory = first.brokerRssMb.map((f, i) => {
     const l = last.brokerRssMb[i]!;
     const grew = f.median !== null && l.median !== null && l.median > f.median * 1.15 && l.median - f.median > 15;
     return { broker: f.broker, firstMb: f.median, lastMb: l.median, verdict: grew ? 'growing' : 'flat' };
   });
-  const poolBound = 2 * (POOL_SIZE + 1);
+  const poolBound = 2 * (POOL_SIZE + 2);
   const mostBrokerConnections = maxOf(samples.flatMap((s) => (s.connections ? [s.connections.brokers] : [])));
   const connectionsGrew =
     (first.pgConnections.brokersMax !== null &&
