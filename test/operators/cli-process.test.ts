@@ -5,8 +5,8 @@ import { spawnCli } from './support.js';
 describe('the CLI in its own process', () => {
   it('prints to stdout, reads the process environment, and exits with the command’s code', async () => {
     const [printed, misconfigured] = await Promise.all([
-      spawnCli(['keys', 'generate']),
-      spawnCli(['migrate'], { DATABASE_URL: 'mysql://nope' }),
+      spawnCli(['keys', 'generate'], {}, { via: 'tsx' }),
+      spawnCli(['migrate'], { DATABASE_URL: 'mysql://nope' }, { via: 'tsx' }),
     ]);
     expect(printed.code).toBe(0);
     expect(printed.stdout).toMatch(/# Public JWKS\. Set it as OPERATOR_PUBLIC_KEYS/);

@@ -7,6 +7,7 @@ import { generateOperatorKeyPair, importOperatorSigningKey, type OperatorSigning
 import { ADMIN_AUDIENCE } from '../../src/operators/admin-tokens.js';
 import { runCli as runOperatorCli } from '../../src/operators/cli/run.js';
 import { GRANT_AUDIENCE } from '../../src/plans/grants.js';
+import { nodeArguments } from '../support/broker-process.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -90,9 +91,14 @@ export async function runCli(args: string[], env: Record<string, string> = {}): 
   return { code, stdout, stderr };
 }
 
-/** The operator CLI as an operator runs it, `npm run cli`'s entry in its own process. */
-export function spawnCli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/operators/cli.ts', ...args], {
+/**
+ * The operator CLI as an operator runs it, in its own process: by default the image's entry, the
+ * run's compiled `dist/operators/cli.js` when there is one (see broker-process.ts); `via: 'tsx'`
+ * `npm run cli`'s, the source through tsx.
+ */
+export async function spawnCli(args: string[], env: Record<string, string> = {}, options: { via?: 'node' | 'tsx' } = {}): Promise<CliRun> {
+  const entry = options.via === 'tsx' ? ['--import', 'tsx', 'src/operators/cli.ts'] : await nodeArguments('operators/cli');
+  const child = spawn(process.execPath, [...entry, ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

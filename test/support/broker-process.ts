@@ -1,17 +1,30 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { inject } from 'vitest';
+import { BUILD_RESULT } from './global-build.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+/** Generous: on a crowded machine the run's build can take several times its ~7 s. */
+const BUILD_WAIT_MS = 180_000;
+
 export interface StartOptions {
   timeoutMs?: number;
-  via?: 'node' | 'npm';
+  /**
+   * - `node` (the default): `node dist/main.js`, the run's compiled broker (global-build.ts), as the
+   *   image runs it; from the source through tsx when the run has no build (a file run outside the
+   *   processes project) or `cwd` names another checkout, whose source is not the one built;
+   * - `npm`: `npm start`, for tests about `npm start` itself;
+   * - `tsx`: from the source through tsx (`node --import tsx src/main.ts`) whatever the run built.
+   */
+  via?: 'node' | 'npm' | 'tsx';
   /** The checkout to start it from (a previous release's, see release-checkout.ts); this one by default. */
   cwd?: string;
 }
 
-/** A broker started the way `npm start` starts it, in its own process, on a free port. */
+/** A broker in its own process, on a free port (see `StartOptions.via` for how it is started). */
 export interface BrokerProcess {
   readonly url: string;
   readonly child: ChildProcess;
@@ -21,10 +34,13 @@ export interface BrokerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** `npm start` in `options.via: 'npm'`: the process signalled is then npm's, as a process manager's would be. */
+/** Under `options.via: 'npm'` the process signalled is npm's, as a process manager's would be. */
 export async function startBroker(env: Record<string, string>, options: StartOptions = {}): Promise<BrokerProcess> {
-  const [command, args] = options.via === 'npm' ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'src/main.ts']];
-  const child = spawn(command as string, args as string[], {
+  const [command, args]: [string, string[]] =
+    options.via === 'npm'
+      ? ['npm', ['start']]
+      : [process.execPath, options.via === 'tsx' || options.cwd ? fromSource('main') : await nodeArguments('main')];
+  const child = spawn(command, args, {
     cwd: options.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -71,4 +87,46 @@ async function stopChild(child: ChildProcess, exited: Promise<number | null>): P
   child.kill('SIGTERM');
   const stopped = await Promise.race([exited.then(() => true), new Promise((resolve) => setTimeout(resolve, 10_000, false))]);
   if (!stopped) child.kill('SIGKILL');
+}
+
+/**
+ * The arguments after `node` that run one of the broker's entry points (`main`, `operators/cli`),
+ * from the directory of this checkout: the run's compiled file when the run built one, otherwise
+ * the source through tsx. Rejects when the run's build failed, with tsc's words.
+ */
+export async function nodeArguments(entry: 'main' | 'operators/cli'): Promise<string[]> {
+  const dir = await runBuild();
+  return dir ? [path.join(dir, 'dist', `${entry}.js`)] : fromSource(entry);
+}
+
+function fromSource(entry: string): string[] {
+  return ['--import', 'tsx', `src/${entry}.ts`];
+}
+
+let build: Promise<string | undefined> | undefined;
+
+/** The folder of the run's compiled broker once built; undefined when the run has none. */
+function runBuild(): Promise<string | undefined> {
+  build ??= awaitBuild();
+  return build;
+}
+
+async function awaitBuild(): Promise<string | undefined> {
+  let dir: string | undefined;
+  try {
+    dir = inject('brokerBuild');
+  } catch {
+    // Not in a Vitest worker (a bench script starting brokers): there is no build.
+    return undefined;
+  }
+  if (!dir) return undefined;
+  const file = path.join(dir, BUILD_RESULT);
+  const deadline = Date.now() + BUILD_WAIT_MS;
+  while (!existsSync(file)) {
+    if (Date.now() > deadline) throw new Error(`the run's build of the broker did not end within ${BUILD_WAIT_MS / 1000} s (${dir})`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const result = JSON.parse(readFileSync(file, 'utf8')) as { ok: boolean; output?: string };
+  if (!result.ok) throw new Error(`the run's build of the broker failed:\n${result.output}`);
+  return dir;
 }

@@ -1,0 +1,75 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestProject } from 'vitest/node';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /**
+     * The folder of this run's compiled broker (see below), provided only when the run includes
+     * the processes project. Its `build-result.json` appears once the build has ended.
+     */
+    brokerBuild: string;
+  }
+}
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** Written, whole, once the build has ended: `{ ok: true }`, or `{ ok: false, output }` with tsc's words. */
+export const BUILD_RESULT = 'build-result.json';
+
+/** What the compiled code reads beside `dist/` at run time, linked to the repository's own. */
+const BESIDE_DIST = ['migrations', 'package.json', 'node_modules', 'openapi.yaml'];
+
+/**
+ * The broker compiled once for the run, so that the brokers and CLIs the process tests start run
+ * `node dist/main.js` as production does: loading the source through tsx costs each start about
+ * three times the CPU. The build is `npm run build`'s without its type check (`--noCheck`, which
+ * writes the same JavaScript; `npm run typecheck` checks the same files), into a temporary folder
+ * laid out as the image's /app: `dist/`, and links to `migrations/`, `package.json` (the release,
+ * and `"type": "module"` for dist's files), `node_modules/` and `openapi.yaml`.
+ *
+ * Only when the run includes a file of the processes project. The build is not waited for here:
+ * it goes on while Postgres starts and the other projects run, and broker-process.ts waits for
+ * `build-result.json` before a first start.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  if (!(await runsProcessTests(project))) return async () => {};
+  const dir = await mkdtemp(path.join(tmpdir(), 'omb-test-build-'));
+  await Promise.all(BESIDE_DIST.map((name) => symlink(path.join(ROOT, name), path.join(dir, name))));
+  // Should even the result not be written, the first start that waits for it says so.
+  const built = build(dir).catch(() => {});
+  project.provide('brokerBuild', dir);
+  return async () => {
+    await built;
+    await rm(dir, { recursive: true, force: true });
+  };
+}
+
+async function runsProcessTests(project: TestProject): Promise<boolean> {
+  const processes = project.vitest.projects.find((p) => p.name === 'processes');
+  if (!processes) return false;
+  // The file filters of the command line (`vitest run <file>`): Vitest keeps them in a field of its
+  // own before the global setup runs. Without them, every file of the project is in the run.
+  const filters = (project.vitest as unknown as { filenamePattern?: unknown }).filenamePattern;
+  if (!Array.isArray(filters) || filters.length === 0) return true;
+  const { testFiles } = await processes.globTestFiles(filters as string[]);
+  return testFiles.length > 0;
+}
+
+/** A failed build is written down, and the first start that needs it reports it. */
+async function build(dir: string): Promise<void> {
+  const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
+  const args = [tsc, '-p', 'tsconfig.build.json', '--noCheck', '--outDir', path.join(dir, 'dist')];
+  const result = await new Promise<{ ok: boolean; output?: string }>((resolve) => {
+    execFile(process.execPath, args, { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve(error ? { ok: false, output: `${error.message}\n${stdout}${stderr}` } : { ok: true });
+    });
+  });
+  // Renamed into place, so that a reader never sees half of it.
+  const partial = path.join(dir, `${BUILD_RESULT}.partial`);
+  await writeFile(partial, JSON.stringify(result));
+  await rename(partial, path.join(dir, BUILD_RESULT));
+}
