@@ -4,7 +4,7 @@ import { rename } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
-import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import { type BrokerProcess, nodeArguments, startBroker } from '../support/broker-process.js';
 import { type DataFolders, prepareDataFolders } from '../support/data-folder.js';
 import { registerOver, until } from '../support/http.js';
 
@@ -102,8 +102,8 @@ function alive(pid: number): boolean {
 }
 
 /** Runs the broker to its end: for one that must refuse to start. */
-function run(dataDir: string): { child: ChildProcess; done: Promise<{ code: number | null; output: string }> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+async function run(dataDir: string): Promise<{ child: ChildProcess; done: Promise<{ code: number | null; output: string }> }> {
+  const child = spawn(process.execPath, await nodeArguments('main'), {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env(dataDir) },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -141,7 +141,7 @@ describe.concurrent('one broker per data folder', () => {
     const postgresBefore = postmasterPid(dataDir);
     expect(postgresBefore).not.toBeNull();
 
-    const second = await run(dataDir).done;
+    const second = await (await run(dataDir)).done;
     expect(second.code).toBe(78);
     expect(second.output).toContain(`the data folder ${path.resolve(dataDir)} is in use by a running broker (pid ${brokerPid(first)})`);
     expect(second.output).not.toContain('stopping an embedded Postgres left running');
@@ -160,8 +160,8 @@ describe.concurrent('one broker per data folder', () => {
 
   it('lets exactly one of two brokers started at once on a fresh folder run', async () => {
     const dataDir = await folders.empty();
-    const a = run(dataDir);
-    const b = run(dataDir);
+    // Both spawned in the same moment (the arguments are known before either starts).
+    const [a, b] = await Promise.all([run(dataDir), run(dataDir)]);
     const listening = (output: string) => /"msg":"broker listening"/.test(output);
     let outA = '';
     let outB = '';
