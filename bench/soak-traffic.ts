@@ -480,7 +480,9 @@ export async function sideTraffic(options: {
     const url = brokers.urls[Math.floor(random() * brokers.urls.length)]!;
     const request = (async () => {
       ledger.sideRequests++;
-      const answer = await call(`${url}${path()}`, { ...(kind === 'health' ? {} : { headers: installation.auth }), timeoutMs: 15_000 });
+      // Longer than the broker's own deadline for a request's Composio calls (COMPOSIO_TIMEOUT_MS,
+      // 15 s), so a listing Composio keeps waiting is counted by the broker's answer, not as no answer.
+      const answer = await call(`${url}${path()}`, { ...(kind === 'health' ? {} : { headers: installation.auth }), timeoutMs: 25_000 });
       if (!ok(answer)) ledger.refused(kind, answer);
     })();
     inFlight.add(request);
