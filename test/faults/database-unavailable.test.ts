@@ -1,10 +1,10 @@
-import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { createLogger } from '../../src/logger.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { expectUnavailable, timedInject } from './unavailable.js';
 
 /**
  * Postgres unreachable or frozen: every route answers `503 database_unavailable` with
@@ -38,26 +38,14 @@ afterAll(async () => {
   await real?.drop();
 });
 
-async function timed(request: InjectOptions) {
-  const started = performance.now();
-  const response = await t.app.inject(request);
-  return { response, ms: performance.now() - started };
-}
-
-function expectUnavailable(response: LightMyRequestResponse) {
-  expect(response.statusCode).toBe(503);
-  expect(response.headers['retry-after']).toBeDefined();
-  expect(response.json()).toEqual({ error: expect.any(String), code: 'database_unavailable' });
-}
-
 describe('Postgres refusing connections', () => {
   it('answers 503 with retry-after on registration (a drizzle-wrapped error), /v1/me and /health', async () => {
     await proxy.down();
     try {
       // Registration goes through drizzle, which wraps the driver's error in its own.
-      expectUnavailable((await timed({ method: 'POST', url: '/v1/installations', payload: {} })).response);
-      expectUnavailable((await timed({ method: 'GET', url: '/v1/me', headers: auth })).response);
-      expectUnavailable((await timed({ method: 'GET', url: '/health' })).response);
+      expectUnavailable((await timedInject(t.app, { method: 'POST', url: '/v1/installations', payload: {} })).response);
+      expectUnavailable((await timedInject(t.app, { method: 'GET', url: '/v1/me', headers: auth })).response);
+      expectUnavailable((await timedInject(t.app, { method: 'GET', url: '/health' })).response);
     } finally {
       await proxy.up();
     }
@@ -72,9 +60,9 @@ describe('Postgres frozen', () => {
     proxy.freeze();
     try {
       const answers = await Promise.all([
-        timed({ method: 'GET', url: '/health' }),
-        timed({ method: 'GET', url: '/v1/me', headers: auth }),
-        timed({ method: 'POST', url: '/v1/installations', payload: {} }),
+        timedInject(t.app, { method: 'GET', url: '/health' }),
+        timedInject(t.app, { method: 'GET', url: '/v1/me', headers: auth }),
+        timedInject(t.app, { method: 'POST', url: '/v1/installations', payload: {} }),
       ]);
       for (const { response, ms } of answers) {
         expectUnavailable(response);

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { installations } from '../../src/db/schema.js';
@@ -9,6 +9,7 @@ import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } f
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { expectUnavailable, timedInject } from './unavailable.js';
 
 /**
  * No request waits for the database longer than DATABASE_TIMEOUT_MS, whatever the pool is doing:
@@ -51,21 +52,9 @@ afterAll(async () => {
   await real?.drop();
 });
 
-async function timed(request: InjectOptions) {
-  const started = performance.now();
-  const response = await t.app.inject(request);
-  return { response, ms: performance.now() - started };
-}
-
 function webhook(): InjectOptions {
   const delivery = signed(triggerMessage(trigger, { n: 1 }), { at: t.clock.now() });
   return { method: 'POST', url: '/v1/webhooks/composio', headers: delivery.headers, payload: delivery.body };
-}
-
-function expectUnavailable(response: LightMyRequestResponse) {
-  expect(response.statusCode).toBe(503);
-  expect(response.headers['retry-after']).toBeDefined();
-  expect(response.json()).toEqual({ error: expect.any(String), code: 'database_unavailable' });
 }
 
 /** An installation row's values: a write the test can later look for. */
@@ -174,9 +163,9 @@ describe('the pool full of slow statements', () => {
   it('answers requests 503 within the bound, and /health 200 at once', async () => {
     const pool = await fillPool(4);
     const [me, hook, health] = await Promise.all([
-      timed({ method: 'GET', url: '/v1/me', headers: auth }),
-      timed(webhook()),
-      timed({ method: 'GET', url: '/health' }),
+      timedInject(t.app, { method: 'GET', url: '/v1/me', headers: auth }),
+      timedInject(t.app, webhook()),
+      timedInject(t.app, { method: 'GET', url: '/health' }),
     ]);
     expect(health.response.statusCode).toBe(200);
     expect(health.response.json()).toEqual({ status: 'ok', database: 'ok' });
@@ -194,7 +183,7 @@ describe('Postgres refusing connections', () => {
   it('answers every request 503 within the bound and /health within a second, then 2xx once it is back', async () => {
     await proxy.down();
     const row = newInstallation();
-    let answers: Awaited<ReturnType<typeof timed>>[];
+    let answers: Awaited<ReturnType<typeof timedInject>>[];
     let given: { error: unknown; ms: number };
     try {
       const requests = [
@@ -202,13 +191,13 @@ describe('Postgres refusing connections', () => {
         ...Array.from({ length: 6 }, (): InjectOptions => ({ method: 'GET', url: '/v1/me', headers: auth })),
       ];
       const healthChecks = (async () => {
-        const checks: Awaited<ReturnType<typeof timed>>[] = [];
+        const checks: Awaited<ReturnType<typeof timedInject>>[] = [];
         // One probe after another while the requests are held, as a balancer's checks come.
-        for (let i = 0; i < 4; i++) checks.push(await timed({ method: 'GET', url: '/health' }));
+        for (let i = 0; i < 4; i++) checks.push(await timedInject(t.app, { method: 'GET', url: '/health' }));
         return checks;
       })();
       [answers, given] = await Promise.all([
-        Promise.all(requests.map((request) => timed(request))),
+        Promise.all(requests.map((request) => timedInject(t.app, request))),
         failure(viaProxy.db.insert(installations).values(row)),
       ]);
       for (const { response, ms } of await healthChecks) {
@@ -236,7 +225,7 @@ describe('Postgres refusing connections', () => {
         interval: 200,
       })
       .toBe(200);
-    const again = await Promise.all(Array.from({ length: 6 }, () => timed(webhook())));
+    const again = await Promise.all(Array.from({ length: 6 }, () => timedInject(t.app, webhook())));
     for (const { response } of again) expect(response.statusCode).toBe(200);
     const many = await Promise.all(Array.from({ length: POOL_SIZE * 3 }, () => viaProxy.sql`select pg_sleep(0.05)`));
     expect(many).toHaveLength(POOL_SIZE * 3);
