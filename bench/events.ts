@@ -15,6 +15,7 @@ import {
   fmt,
   heading,
   httpCall,
+  issueWebhook,
   type LoadResult,
   line,
   loadFigures,
@@ -23,9 +24,7 @@ import {
   ROOT,
   rounded,
   runLoad,
-  signedHeaders,
   startChild,
-  triggerMessageBody,
 } from './lib.js';
 
 /**
@@ -160,31 +159,12 @@ async function seed(sql: postgres.Sql, count: number): Promise<Seeded[]> {
   return seeded;
 }
 
-/** A GitHub-issue-sized payload (about 1 KB), as Composio would post it. */
-function webhookFor(installation: Seeded): { headers: Record<string, string>; body: string } {
-  const id = `msg_${randomUUID()}`;
-  const target = {
-    triggerSlug: 'GITHUB_ISSUE_ADDED_EVENT',
-    triggerId: installation.composioTriggerId,
-    connectedAccountId: 'ca_bench',
-    authConfigId: 'ac_bench',
-    userId: composioUserIdFor(installation.installationId),
-  };
-  const body = triggerMessageBody(id, target, {
-    action: 'opened',
-    issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
-    repository: { full_name: 'openmausbot/desktop' },
-    sender: { login: 'octocat' },
-  });
-  return { body, headers: signedHeaders(id, body, SECRET) };
-}
-
 async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, installations: Seeded[]) {
   heading(`Signed-webhook ingest: ${SENDERS} concurrent senders, ${RUN_MS / 1000} s each after ${WARMUP_MS / 1000} s warm-up`);
   const agent = new Agent({ keepAlive: true, maxSockets: SENDERS });
   const pick = () => installations[Math.floor(Math.random() * installations.length)]!;
   const post = (url: string, installation: Seeded) => async () => {
-    const webhook = webhookFor(installation);
+    const webhook = issueWebhook(installation, SECRET, 'bench');
     const answer = await httpCall(agent, url, { method: 'POST', headers: webhook.headers, body: webhook.body });
     return answer.status === 200 && answer.body.includes('accepted');
   };
@@ -231,7 +211,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
 
   // The write path alone: the broker's group commit driven from this process, no HTTP.
   const batcher = new IngestBatcher(sql, log);
-  const payload = webhookFor(installations[0]!).body;
+  const payload = issueWebhook(installations[0]!, SECRET, 'bench').body;
   const data = JSON.stringify(JSON.parse(payload).data);
   const direct = await runLoad({
     concurrency: SENDERS,
@@ -288,7 +268,7 @@ async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Chil
       return answer;
     });
     await sleep(15); // let the poll reach the waiting room
-    const webhook = webhookFor(installation);
+    const webhook = issueWebhook(installation, SECRET, 'bench');
     const sentAt = performance.now();
     const accepted = await httpCall(agent, `${sendTo.url}/v1/webhooks/composio`, {
       method: 'POST',

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { type Agent, type IncomingHttpHeaders, request } from 'node:http';
@@ -8,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { signWebhook } from '../src/composio/webhook-signature.js';
 import { freePort } from '../src/db/embedded.js';
+import { composioUserIdFor } from '../src/installations/tokens.js';
 
 /** Small tools for bench/events.ts: processes, HTTP on keep-alive sockets, figures. */
 
@@ -232,4 +234,31 @@ export function signedHeaders(id: string, body: string, secret: string): Record<
     'webhook-timestamp': String(timestamp),
     'webhook-signature': signWebhook({ id, timestamp, body, secret }),
   };
+}
+
+/**
+ * A GitHub issue opened (about 1 KB, as Composio would post it) for the installation's trigger,
+ * signed with `secret`: the webhook bench:events and bench:scale post. `bench` names their
+ * connected account and auth config (`ca_<bench>`, `ac_<bench>`).
+ */
+export function issueWebhook(
+  installation: { installationId: string; composioTriggerId: string },
+  secret: string,
+  bench: string,
+): { headers: Record<string, string>; body: string } {
+  const id = `msg_${randomUUID()}`;
+  const target = {
+    triggerSlug: 'GITHUB_ISSUE_ADDED_EVENT',
+    triggerId: installation.composioTriggerId,
+    connectedAccountId: `ca_${bench}`,
+    authConfigId: `ac_${bench}`,
+    userId: composioUserIdFor(installation.installationId),
+  };
+  const body = triggerMessageBody(id, target, {
+    action: 'opened',
+    issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
+    repository: { full_name: 'openmausbot/desktop' },
+    sender: { login: 'octocat' },
+  });
+  return { body, headers: signedHeaders(id, body, secret) };
 }

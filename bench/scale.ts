@@ -13,15 +13,14 @@ import {
   fmt,
   heading,
   httpCall,
+  issueWebhook,
   type LoadResult,
   line,
   median,
   percentile,
   rounded,
   runLoad,
-  signedHeaders,
   startChild,
-  triggerMessageBody,
 } from './lib.js';
 
 /**
@@ -239,24 +238,6 @@ async function fill(sql: postgres.Sql, rows: number, days: number): Promise<void
   await sql`vacuum analyze`;
 }
 
-function webhookFor(installation: Seeded): { headers: Record<string, string>; body: string } {
-  const id = `msg_${randomUUID()}`;
-  const target = {
-    triggerSlug: 'GITHUB_ISSUE_ADDED_EVENT',
-    triggerId: installation.composioTriggerId,
-    connectedAccountId: 'ca_scale',
-    authConfigId: 'ac_scale',
-    userId: composioUserIdFor(installation.installationId),
-  };
-  const body = triggerMessageBody(id, target, {
-    action: 'opened',
-    issue: { number: 4242, title: 'Crash when the window is resized twice', body: 'x'.repeat(600), labels: ['bug', 'p1'] },
-    repository: { full_name: 'openmausbot/desktop' },
-    sender: { login: 'octocat' },
-  });
-  return { body, headers: signedHeaders(id, body, SECRET) };
-}
-
 const pick = (installations: Seeded[]) => installations[Math.floor(Math.random() * installations.length)]!;
 
 /**
@@ -274,7 +255,7 @@ async function ingestRun(admin: postgres.Sql, target: Target, installations: See
     warmupMs: WARMUP_MS,
     durationMs: RUN_MS,
     call: async () => {
-      const webhook = webhookFor(pick(installations));
+      const webhook = issueWebhook(pick(installations), SECRET, 'scale');
       const answer = await httpCall(agent, `${target.broker.url}/v1/webhooks/composio`, {
         method: 'POST',
         headers: webhook.headers,
