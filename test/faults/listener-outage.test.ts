@@ -1,15 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import postgres from 'postgres';
+import type postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/db/embedded.js';
-import { createLogger } from '../../src/logger.js';
 import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
-import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import type { BrokerProcess } from '../support/broker-process.js';
+import { type CutPair, startCutPair } from '../support/cut-pair.js';
 import { metricValue, type Registered, registerOver, until } from '../support/http.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import type { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
  * One broker process loses its database for 12 s while another keeps it: A reaches Postgres
@@ -28,8 +24,7 @@ const OUTAGE_MS = 12_000;
 /** From the database's return: A's pool and its LISTEN come back within about a second or two each. */
 const BOUND_MS = 3_000;
 
-let dataDir: string;
-let pg: EmbeddedDatabase;
+let pair: CutPair;
 let db: postgres.Sql;
 /** A's way to Postgres. */
 let proxy: TcpProxy;
@@ -39,26 +34,11 @@ let b: BrokerProcess;
 let aStartedAt: number;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'omb-listener-outage-'));
-  const port = await freePort();
-  pg = await startEmbeddedPostgres({ dataDir, logger: createLogger('silent'), port, extraFlags: ['-c', 'fsync=off'] });
-  db = postgres(pg.url, { max: 2, onnotice: () => {} });
-  proxy = await startTcpProxy({ host: '127.0.0.1', port });
-  const env = { ...BROKER_ENV, METRICS_TOKEN };
-  b = await startBroker({ ...env, DATABASE_URL: pg.url });
-  const viaProxy = new URL(pg.url);
-  viaProxy.port = String(proxy.port);
-  a = await startBroker({ ...env, DATABASE_URL: viaProxy.toString() });
-  aStartedAt = performance.now();
+  pair = await startCutPair('listener-outage', { ...BROKER_ENV, METRICS_TOKEN });
+  ({ db, proxy, a, b, aListeningAt: aStartedAt } = pair);
 }, 60_000);
 
-afterAll(async () => {
-  await Promise.all([a?.stop('SIGKILL'), b?.stop('SIGKILL')]);
-  await proxy?.close();
-  await db?.end({ timeout: 1 });
-  await pg?.stop();
-  await rm(dataDir, { recursive: true, force: true });
-}, 60_000);
+afterAll(() => pair?.close(), 60_000);
 
 const sleepUntil = (at: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, at - performance.now())));
 

@@ -1,16 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import postgres from 'postgres';
+import type postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
-import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
 import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
-import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import type { BrokerProcess } from '../support/broker-process.js';
+import { type CutPair, startCutPair } from '../support/cut-pair.js';
 import { metricValue, type Registered, registerOver, until } from '../support/http.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import type { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
  * Postgres restarted under a load of signed webhooks, with two broker processes on it: A (under
@@ -29,9 +26,7 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 const METRICS_TOKEN = 'metrics-token-postgres-restart';
 const logger = createLogger('silent');
 
-let dataDir: string;
-let port: number;
-let pg: EmbeddedDatabase;
+let pair: CutPair;
 /** The test's own connection. */
 let db: postgres.Sql;
 /** A's way to Postgres. */
@@ -39,33 +34,12 @@ let proxy: TcpProxy;
 let a: BrokerProcess;
 let b: BrokerProcess;
 
-const startPostgres = () => startEmbeddedPostgres({ dataDir, logger, port, extraFlags: ['-c', 'fsync=off'] });
-
-/** `url` on another port. */
-function via(url: string, proxyPort: number): string {
-  const parsed = new URL(url);
-  parsed.port = String(proxyPort);
-  return parsed.toString();
-}
-
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'omb-pg-restart-'));
-  port = await freePort();
-  pg = await startPostgres();
-  db = postgres(pg.url, { max: 2, onnotice: () => {} });
-  proxy = await startTcpProxy({ host: '127.0.0.1', port });
-  const env = { ...BROKER_ENV, QUOTA_STANDARD: '1000000', METRICS_TOKEN };
-  a = await startBroker({ ...env, DATABASE_URL: via(pg.url, proxy.port) });
-  b = await startBroker({ ...env, DATABASE_URL: pg.url });
+  pair = await startCutPair('pg-restart', { ...BROKER_ENV, QUOTA_STANDARD: '1000000', METRICS_TOKEN });
+  ({ db, proxy, a, b } = pair);
 }, 60_000);
 
-afterAll(async () => {
-  await Promise.all([a?.stop('SIGKILL'), b?.stop('SIGKILL')]);
-  await proxy?.close();
-  await db?.end({ timeout: 1 });
-  await pg?.stop();
-  await rm(dataDir, { recursive: true, force: true });
-}, 60_000);
+afterAll(() => pair?.close(), 60_000);
 
 interface Sent {
   id: string;
@@ -176,7 +150,7 @@ describe('Postgres restarted under load', () => {
 
     // Postgres restarts; A loses its connections first and gets none until the test lets it.
     await proxy.down();
-    await pg.stop();
+    await pair.stopPostgres();
     const downAt = accepted();
     await until(async () => (await health(a.url))?.status === 503, 10_000, 'A reporting the database down');
     expect(await health(a.url)).toEqual({ status: 503, body: { error: 'the database is not reachable', code: 'database_unavailable' } });
@@ -184,7 +158,7 @@ describe('Postgres restarted under load', () => {
     await until(() => failed() >= 3, 10_000, 'webhooks failing while Postgres is down');
 
     // Postgres is back, but not yet for A: B commits an event for W2, whose notification A cannot hear.
-    pg = await startPostgres();
+    await pair.startPostgres();
     const w2Event = await postUntilAccepted(b.url, w2Trigger, { missed: 'notification' });
     expect((await health(a.url))?.status).toBe(503);
 
@@ -225,7 +199,7 @@ describe('Postgres restarted under load', () => {
   }, 60_000);
 
   it('retries a lost database connection within 2 s, however many attempts failed during the outage', async () => {
-    const database = openDatabase({ url: pg.url, poolSize: 1, logger });
+    const database = openDatabase({ url: pair.postgres().url, poolSize: 1, logger });
     try {
       const backoff: unknown = database.sql.options.backoff;
       const seconds = typeof backoff === 'function' ? (backoff as (attempt: number) => number)(30) : Number(backoff);
