@@ -110,6 +110,11 @@ export const EnvSchema = z.object({
     .describe(
       "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder)). The operator CLI uses the default only where it already holds a database (see [Which database the CLI uses](operators.md#which-database-the-cli-uses))",
     ),
+  EMBEDDED_POSTGRES_RESTART_MS: int(1_000, 3_600_000)
+    .default(30_000)
+    .describe(
+      'how long the broker keeps trying to start again an embedded Postgres that died (first 250 ms after, then waits doubling up to 15 s apart) before it shuts down with exit 1 for its supervisor to restart it. Only without `DATABASE_URL`',
+    ),
   DATABASE_POOL_SIZE: int(1, 200)
     .default(12)
     .describe('connections per broker process (two more are kept: one for `LISTEN`, one for `/health`)'),
@@ -251,6 +256,8 @@ export interface Config {
   readonly dataDir: string;
   /** Whether `DATA_DIR` was set: the operator CLI makes no database in the default folder. */
   readonly dataDirGiven: boolean;
+  /** How long a dead embedded Postgres is tried again before the broker gives up (`EMBEDDED_POSTGRES_RESTART_MS`). */
+  readonly embeddedRestartForMs: number;
   readonly databasePoolSize: number;
   /** Bound on each statement, on connecting and on waiting for Postgres to answer at all. */
   readonly databaseTimeoutMs: number;
@@ -408,6 +415,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl,
     dataDir: e.DATA_DIR,
     dataDirGiven: env.DATA_DIR !== undefined,
+    embeddedRestartForMs: e.EMBEDDED_POSTGRES_RESTART_MS,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,
     composio: Object.freeze({

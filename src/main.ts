@@ -52,6 +52,7 @@ async function main(): Promise<void> {
       embedded = await startEmbeddedPostgres({
         dataDir: config.dataDir,
         logger,
+        restartForMs: config.embeddedRestartForMs,
         onLost: (error) => {
           lostDatabase = error;
           shutDown?.();

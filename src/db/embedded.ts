@@ -60,7 +60,9 @@ export async function startEmbeddedPostgres(options: {
   extraFlags?: string[];
   /** A fixed port (so a restarted server is found where it was); a free one by default. */
   port?: number;
-  /** The server died and could not be started again (see RESTART_DELAYS_MS). */
+  /** How long to keep trying to start again a server that died (see restartDelays); about half a minute by default. */
+  restartForMs?: number;
+  /** The server died and could not be started again within `restartForMs`. */
   onLost?: (error: Error) => void;
 }): Promise<EmbeddedDatabase> {
   const databaseDir = path.resolve(options.dataDir, 'postgres');
@@ -92,8 +94,22 @@ async function closeDataDir(dir: string, log: Logger): Promise<void> {
   }
 }
 
-/** Waits before each attempt to start a server that died: about half a minute in all. */
-const RESTART_DELAYS_MS = [250, 500, 1000, 2000, 4000, 8000, 15_000];
+/** How long a broker keeps trying to start again a server that died, unless told otherwise. */
+export const RESTART_FOR_MS = 30_000;
+
+/**
+ * The waits before each attempt to start again a server that died: doubling from 250 ms up to
+ * 15 s apart, until they add up to `forMs` (the default: 250 ms, 0.5, 1, 2, 4, 8, 15 s).
+ */
+export function restartDelays(forMs: number): number[] {
+  const delays: number[] = [];
+  let total = 0;
+  for (let delay = 250; total < forMs; delay = Math.min(delay * 2, 15_000)) {
+    delays.push(delay);
+    total += delay;
+  }
+  return delays;
+}
 
 async function startLocked(
   databaseDir: string,
@@ -167,7 +183,7 @@ async function startLocked(
     });
   const restart = async () => {
     let lastError: unknown;
-    for (const delayMs of RESTART_DELAYS_MS) {
+    for (const delayMs of restartDelays(options.restartForMs ?? RESTART_FOR_MS)) {
       const waited = await sleep(delayMs, true, { signal: cancelRestart.signal }).catch(() => false);
       if (!waited || stopping) return;
       try {

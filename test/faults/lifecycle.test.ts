@@ -25,7 +25,7 @@ let folders: DataFolders;
 /** The Ctrl-C test's own simulator: it counts the requests reaching it, which other brokers' would disturb. */
 let ctrlCSim: Simulator;
 const cleanups: Array<() => Promise<unknown>> = [];
-/** See the last test: started with the file, as it spends half a minute waiting on the broker. */
+/** See the last test: started with the file, as it spends seconds waiting on the broker. */
 let lostForGood: Promise<LostForGood> | undefined;
 
 beforeAll(async () => {
@@ -73,8 +73,8 @@ async function oneOfFewStarts<T>(starting: () => Promise<T>): Promise<T> {
   }
 }
 
-async function start(dataDir: string, via: 'node' | 'npm' = 'node'): Promise<BrokerProcess> {
-  const broker = await oneOfFewStarts(() => startBroker(env(dataDir), { via, timeoutMs: START_TIMEOUT_MS }));
+async function start(dataDir: string, via: 'node' | 'npm' = 'node', extraEnv: Record<string, string> = {}): Promise<BrokerProcess> {
+  const broker = await oneOfFewStarts(() => startBroker({ ...env(dataDir), ...extraEnv }, { via, timeoutMs: START_TIMEOUT_MS }));
   cleanups.push(() => broker.stop('SIGKILL'));
   return broker;
 }
@@ -320,6 +320,8 @@ describe.concurrent('the embedded Postgres dies', () => {
     const { code, output, lockLeft } = await lostForGood!;
     expect(code).toBe(1);
     expect(output).toContain('embedded Postgres could not be started again');
+    // Every try the window allows was made: 250 ms, 0.5, 1 and 2 s after it died.
+    expect(output.match(/embedded Postgres did not start again yet/g)?.length).toBe(4);
     expect(output).toContain('shutting down: the embedded Postgres is gone');
     expect(lockLeft, 'the lock released').toBe(false);
   }, 120_000);
@@ -333,13 +335,13 @@ interface LostForGood {
 
 /**
  * A broker whose embedded Postgres dies and cannot be started again, run to its end. The broker
- * tries again for about half a minute (RESTART_DELAYS_MS in src/db/embedded.ts), idle between
- * tries; so this starts with the file and runs while the tests before its own do, and its test
- * checks the outcome.
+ * tries again for EMBEDDED_POSTGRES_RESTART_MS (half a minute by default; 2 s here, four tries),
+ * idle between tries; so this starts with the file and runs while the tests before its own do,
+ * and its test checks the outcome.
  */
 async function postgresLostForGood(): Promise<LostForGood> {
   const dataDir = await folders.copy();
-  const broker = await start(dataDir);
+  const broker = await start(dataDir, 'node', { EMBEDDED_POSTGRES_RESTART_MS: '2000' });
   const exited = new Promise<number | null>((resolve) => broker.child.once('exit', resolve));
   const postgres = postmasterPid(dataDir)!;
   // Its folder gone with it: no attempt to start it again can succeed.
