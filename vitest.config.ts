@@ -61,8 +61,9 @@ export default defineConfig({
   test: {
     // One Postgres server for the whole run, whichever projects it covers (none for unit alone); and,
     // when the run includes the processes project, the broker compiled once for the brokers and CLIs
-    // its tests start. The build goes first: it carries on in the background while Postgres starts.
-    globalSetup: ['./test/support/global-build.ts', './test/support/global-postgres.ts'],
+    // its tests start, and a data folder initialised once for those on a folder of their own. The
+    // build goes first: it carries on in the background while Postgres starts.
+    globalSetup: ['./test/support/global-build.ts', './test/support/global-postgres.ts', './test/support/global-data-folder.ts'],
     // In-process test files mostly wait on Postgres and timers, so one worker more than the cores
     // keeps them busy (Vitest's default, one fewer, runs files one at a time on two cores).
     maxWorkers: availableParallelism() + 1,

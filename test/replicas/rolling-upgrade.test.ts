@@ -1,6 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type EmbeddedDatabase, startEmbeddedPostgres } from '../../src/db/embedded.js';
@@ -8,6 +6,7 @@ import { createLogger } from '../../src/logger.js';
 import { decodeCursor } from '../../src/queue/cursor.js';
 import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import { initialisedFolder } from '../support/data-folder.js';
 import { registerOver, until } from '../support/http.js';
 import { checkOutRelease, type ReleaseCheckout } from '../support/release-checkout.js';
 import { previousRelease, type Release } from '../support/releases.js';
@@ -78,7 +77,7 @@ const started: BrokerProcess[] = [];
 
 beforeAll(async () => {
   release = await previousRelease();
-  dataDir = await mkdtemp(path.join(tmpdir(), 'omb-rolling-'));
+  dataDir = await initialisedFolder('omb-rolling-');
   // Side by side; each kept as soon as it is there, so that afterAll removes it whatever else failed.
   const ready = await Promise.allSettled([
     checkOutRelease(release.commit).then((made) => (checkout = made)),

@@ -1,9 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/db/embedded.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
-import { dataFolderParent } from '../support/data-folder.js';
+import { initialisedFolder } from '../support/data-folder.js';
 import { registerOver, until } from '../support/http.js';
 
 /**
@@ -39,7 +38,7 @@ async function authorize(consentUrl: string): Promise<void> {
 
 describe('a restarted sandbox broker', () => {
   it('still lists the accounts and triggers, a trigger still fires to it, and an earlier consent link still works', async () => {
-    const dataDir = await mkdtemp(path.join(await dataFolderParent(), 'omb-sandbox-restart-'));
+    const dataDir = await initialisedFolder('omb-sandbox-restart-');
     cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
     const port = await freePort();
     // PORT + 1 by default; a free port here, as the test cannot be sure PORT + 1 is free.

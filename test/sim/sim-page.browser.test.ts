@@ -1,10 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { launchChromium } from '../support/chromium.js';
+import { initialisedFolder } from '../support/data-folder.js';
 import { type Registered, registerOver, until } from '../support/http.js';
 
 /**
@@ -19,7 +18,7 @@ let broker: BrokerProcess;
 let dataDir: string;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'omb-sim-page-'));
+  dataDir = await initialisedFolder('omb-sim-page-');
   [browser, broker] = await Promise.all([launchChromium(), startBroker({ DATA_DIR: dataDir })]);
 }, 60_000);
 afterAll(async () => {

@@ -14,8 +14,9 @@ export interface StartOptions {
   timeoutMs?: number;
   /**
    * - `node` (the default): `node dist/main.js`, the run's compiled broker (global-build.ts), as the
-   *   image runs it; from the source through tsx when the run has no build (a file run outside the
-   *   processes project) or `cwd` names another checkout, whose source is not the one built;
+   *   image runs it, or the `dist/` of the checkout `cwd` names (release-checkout.ts builds it);
+   *   from the source through tsx when the run has no build (a file run outside the processes
+   *   project);
    * - `npm`: `npm start`, for tests about `npm start` itself;
    * - `tsx`: from the source through tsx (`node --import tsx src/main.ts`) whatever the run built.
    */
@@ -39,7 +40,7 @@ export async function startBroker(env: Record<string, string>, options: StartOpt
   const [command, args]: [string, string[]] =
     options.via === 'npm'
       ? ['npm', ['start']]
-      : [process.execPath, options.via === 'tsx' || options.cwd ? fromSource('main') : await nodeArguments('main')];
+      : [process.execPath, options.via === 'tsx' ? fromSource('main') : options.cwd ? ['dist/main.js'] : await nodeArguments('main')];
   const child = spawn(command, args, {
     cwd: options.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env },

@@ -1,10 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import postgres from 'postgres';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
 import { type BrokerProcess, startBroker } from './broker-process.js';
+import { initialisedFolder } from './data-folder.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 /**
@@ -30,7 +29,7 @@ export interface CutPair {
 }
 
 export async function startCutPair(name: string, env: Record<string, string>): Promise<CutPair> {
-  const dataDir = await mkdtemp(path.join(tmpdir(), `omb-${name}-`));
+  const dataDir = await initialisedFolder(`omb-${name}-`);
   const port = await freePort();
   const start = () => startEmbeddedPostgres({ dataDir, logger: createLogger('silent'), port, extraFlags: ['-c', 'fsync=off'] });
   let pg = await start();

@@ -3,6 +3,7 @@ import { mkdtemp, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { inject } from 'vitest';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { PASSWORD_FILE } from '../../src/db/embedded-password.js';
 import { applyMigrations } from '../../src/db/migrate.js';
@@ -11,10 +12,10 @@ import { createLogger } from '../../src/logger.js';
 /**
  * Broker data folders (`DATA_DIR`) whose embedded Postgres is already initialised and migrated,
  * for tests about a broker on a folder of its own that need not be a fresh one: `initdb` is most
- * of a first start. One folder is prepared, by the broker's own code, and each `copy()` is a
- * copy of its `postgres/` and of the password it was given (owners and modes kept, as `initdb`
- * and the broker left them). Tests about a fresh
- * folder make an empty one instead.
+ * of a first start. One folder is prepared (a copy of the run's initialised one, migrated by the
+ * broker's own code), and each `copy()` is a copy of its `postgres/` and of the password it was
+ * given (owners and modes kept, as `initdb` and the broker left them). Tests about a fresh folder
+ * make an empty one instead.
  *
  * The folders are made in memory (`/dev/shm`) when it has room to spare: a copy there takes a
  * tenth of the time a copy on disk does, and so do initdb's and Postgres's own writes. What the
@@ -38,7 +39,8 @@ export async function prepareDataFolders(prefix: string): Promise<DataFolders> {
     folders.push(folder);
     return folder;
   };
-  const template = await empty();
+  const template = await initialisedFolder(prefix);
+  folders.push(template);
   const logger = createLogger('warn');
   const server = await startEmbeddedPostgres({ dataDir: template, logger });
   try {
@@ -50,13 +52,40 @@ export async function prepareDataFolders(prefix: string): Promise<DataFolders> {
     empty,
     async copy() {
       const folder = await empty();
-      await promisify(execFile)('cp', ['-a', path.join(template, 'postgres'), path.join(template, PASSWORD_FILE), folder]);
+      await copyDatabase(template, folder);
       return folder;
     },
     async remove() {
       await Promise.all(folders.map((folder) => rm(folder, { recursive: true, force: true })));
     },
   };
+}
+
+/** The folder's Postgres and its password, owners and modes kept, into `to`. */
+async function copyDatabase(from: string, to: string): Promise<void> {
+  await promisify(execFile)('cp', ['-a', path.join(from, 'postgres'), path.join(from, PASSWORD_FILE), to]);
+}
+
+/**
+ * A new data folder (the caller removes it) whose embedded Postgres is initialised and stopped,
+ * nothing migrated: a copy of the run's (global-data-folder.ts), or, in a run without one,
+ * initialised here.
+ */
+export async function initialisedFolder(prefix: string): Promise<string> {
+  const folder = await mkdtemp(path.join(await dataFolderParent(), prefix));
+  const template = runTemplate();
+  if (template) await copyDatabase(template, folder);
+  else await (await startEmbeddedPostgres({ dataDir: folder, logger: createLogger('warn') })).stop();
+  return folder;
+}
+
+function runTemplate(): string | undefined {
+  try {
+    return inject('dataFolderTemplate');
+  } catch {
+    // Not in a Vitest worker (a bench script): there is none.
+    return undefined;
+  }
 }
 
 /** In memory room enough for many folders of about 50 MB each, and for Postgres's own shared memory beside them. */

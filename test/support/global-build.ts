@@ -50,7 +50,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 }
 
-async function runsProcessTests(project: TestProject): Promise<boolean> {
+/** Whether the run includes a file of the processes project (the command line may name files). */
+export async function runsProcessTests(project: TestProject): Promise<boolean> {
   const processes = project.vitest.projects.find((p) => p.name === 'processes');
   if (!processes) return false;
   // The file filters of the command line (`vitest run <file>`): Vitest keeps them in a field of its
@@ -63,7 +64,7 @@ async function runsProcessTests(project: TestProject): Promise<boolean> {
 
 /** A failed build is written down, and the first start that needs it reports it. */
 async function build(dir: string): Promise<void> {
-  const result = await compile(path.join(dir, 'dist')).then(
+  const result = await compileBroker(ROOT, path.join(dir, 'dist')).then(
     (): { ok: boolean; output?: string } => ({ ok: true }),
     (error: unknown) => ({ ok: false, output: error instanceof Error ? error.message : String(error) }),
   );
@@ -73,19 +74,24 @@ async function build(dir: string): Promise<void> {
   await rename(partial, path.join(dir, BUILD_RESULT));
 }
 
-/** tsconfig.build.json's files (src/ without its tests), each to its .js beside the others under `outdir`. */
-async function compile(outdir: string): Promise<void> {
-  const entryPoints = (await readdir(path.join(ROOT, 'src'), { recursive: true }))
+/**
+ * The broker of the checkout at `root` compiled as above: tsconfig.build.json's files (src/
+ * without its tests), each to its .js under `outdir`. Also used for a previous release's checkout
+ * (release-checkout.ts).
+ */
+export async function compileBroker(root: string, outdir: string): Promise<void> {
+  const src = path.join(root, 'src');
+  const entryPoints = (await readdir(src, { recursive: true }))
     .filter((file) => file.endsWith('.ts') && !file.endsWith('.test.ts'))
-    .map((file) => path.join(ROOT, 'src', file));
+    .map((file) => path.join(src, file));
   await esbuild({
     entryPoints,
     outdir,
-    outbase: path.join(ROOT, 'src'),
+    outbase: src,
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    tsconfig: path.join(ROOT, 'tsconfig.build.json'),
+    tsconfig: path.join(root, 'tsconfig.build.json'),
     logLevel: 'silent',
   });
 }

@@ -3,17 +3,19 @@ import { mkdtemp, readFile, rm, symlink, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isDeepStrictEqual, promisify } from 'node:util';
+import { compileBroker } from './global-build.js';
 import { REPO_ROOT } from './releases.js';
 
 const run = promisify(execFile);
 
 /**
  * A released commit checked out beside the working tree (a `git worktree` in the OS temp
- * folder), with dependencies to run it: the tests that start a previous release's broker next
- * to this one's. Nothing is kept between runs: each checkout is made fresh and `remove()`d.
+ * folder), with dependencies to run it and its broker compiled into its `dist/` (as the run's own,
+ * see global-build.ts): the tests that start a previous release's broker next to this one's.
+ * Nothing is kept between runs: each checkout is made fresh and `remove()`d.
  */
 export interface ReleaseCheckout {
-  /** The checkout's root: start its broker there (`startBroker(env, { cwd })`). */
+  /** The checkout's root: start its broker there (`startBroker(env, { cwd })` runs its `dist/main.js`). */
   readonly dir: string;
   readonly commit: string;
   /** `linked`: the release's lock file names the same packages as ours, so ours serve it; `installed`: `npm ci` there. */
@@ -78,6 +80,7 @@ export async function checkOutRelease(commit: string): Promise<ReleaseCheckout> 
       });
       dependencies = 'installed';
     }
+    await compileBroker(dir, path.join(dir, 'dist'));
     return { dir, commit, dependencies, remove };
   } catch (error) {
     await remove();

@@ -10,6 +10,7 @@ import postgres from 'postgres';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { PASSWORD_FILE } from '../../src/db/embedded-password.js';
 import { createLogger } from '../../src/logger.js';
+import { initialisedFolder } from './data-folder.js';
 import { startTcpProxy } from './tcp-proxy.js';
 
 /**
@@ -66,7 +67,7 @@ export async function startReplicatedPostgres(options: { synchronous: boolean; l
 
     // The primary: initialised (and given its password) by the broker's own code, then stopped
     // so that its folder can be copied as it stands.
-    const primaryFolder = await mkdtemp(path.join(tmpdir(), 'omb-primary-'));
+    const primaryFolder = await initialisedFolder('omb-primary-');
     folders.push(primaryFolder);
     const primaryData = path.join(primaryFolder, 'postgres');
     const primaryPort = await freePort();
