@@ -170,7 +170,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     types: triggerTypes,
   });
 
-  const events = deps.events ?? createEventsRuntime({ database, logger, pollsPerInstallation: config.events.pollsPerInstallation });
+  const events = deps.events ?? createEventsRuntime({ database, logger, ...config.events });
   const stopCountingWebhooks = events.outcomes.subscribe((outcome) => metrics.webhooks.inc({ outcome }));
   app.addHook('onClose', async () => stopCountingWebhooks());
   await app.register(metricsRoutes, {

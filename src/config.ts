@@ -191,6 +191,11 @@ export const EnvSchema = z.object({
   POLLS_PER_INSTALLATION: int(1, 1000)
     .default(4)
     .describe('waiting polls one installation may hold per process; a further poll answers the oldest at once'),
+  LISTENER_HEARTBEAT_MS: int(1_000, 600_000)
+    .default(10_000)
+    .describe(
+      'how often each broker process checks its `LISTEN` connection by notifying itself through the pool: one dropped without a word (a NAT or balancer timing it out) is noticed and opened again within about twice this. A connection that closes is opened again at once, whatever this is',
+    ),
   BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024)
     .default(256 * 1024)
     .describe('largest JSON body (`413` above)'),
@@ -303,6 +308,8 @@ export interface Config {
     readonly testsPerDay: number;
     /** Waiting polls per installation; a poll beyond them answers the oldest waiting one at once, empty. */
     readonly pollsPerInstallation: number;
+    /** How often the `LISTEN` connection is checked with a notification to itself. */
+    readonly listenerHeartbeatMs: number;
   };
   /** How long the operators' audit trail is kept. */
   readonly auditRetentionDays: number;
@@ -446,6 +453,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       pollMaxWaitSeconds: e.POLL_MAX_WAIT_SECONDS,
       testsPerDay: e.TRIGGER_TESTS_PER_DAY,
       pollsPerInstallation: e.POLLS_PER_INSTALLATION,
+      listenerHeartbeatMs: e.LISTENER_HEARTBEAT_MS,
     }),
     auditRetentionDays: e.AUDIT_RETENTION_DAYS,
     triggers: Object.freeze({

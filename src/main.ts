@@ -69,7 +69,7 @@ async function main(): Promise<void> {
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
-    const events = createEventsRuntime({ database, logger, pollsPerInstallation: config.events.pollsPerInstallation });
+    const events = createEventsRuntime({ database, logger, ...config.events });
     const app = await buildApp({ config, database, logger, clock: systemClock, events, composio: composio.gateway, metrics });
     closers.push(() => closeServer(app, config.shutdownGraceMs, logger));
     if (config.metrics.host !== undefined && config.metrics.port !== undefined) {

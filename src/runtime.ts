@@ -14,6 +14,7 @@ export function createEventsRuntime(options: {
   database: Pick<Database, 'sql' | 'url'>;
   logger: Logger;
   pollsPerInstallation?: number;
+  listenerHeartbeatMs?: number;
 }): EventsRuntime {
   const queue = createQueueRuntime(options);
   return { ...queue, ...createIntakeRuntime(options.database.sql, queue.listener, options.logger) };

@@ -32,6 +32,8 @@ export function createQueueRuntime(options: {
   database: Pick<Database, 'sql' | 'url'>;
   logger: Logger;
   pollsPerInstallation?: number;
+  /** See NotificationListener's `heartbeatMs`. */
+  listenerHeartbeatMs?: number;
 }): QueueRuntime {
   const { sql, url } = options.database;
   const log = options.logger.child({ component: 'events' });
@@ -44,7 +46,7 @@ export function createQueueRuntime(options: {
       connect_timeout: 10,
       connection: { application_name: 'omb-broker-listen' },
     });
-  const listener = new NotificationListener(sql, listenClient, log);
+  const listener = new NotificationListener(sql, listenClient, log, options.listenerHeartbeatMs);
   listenForQueue(listener, hub, log);
   let started: Promise<void> | undefined;
   return {

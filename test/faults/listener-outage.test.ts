@@ -8,19 +8,23 @@ import { metricValue, type Registered, registerOver, until } from '../support/ht
 import type { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
- * One broker process loses its database for 12 s while another keeps it: A reaches Postgres
+ * One broker process loses its database for 6 s while another keeps it: A reaches Postgres
  * through a proxy the test cuts (its connections close, new ones are refused), B directly. Proves
  * that A listens again within about a second of the database answering, in both directions: a
  * webhook B ingests wakes a poll on A, one A ingests wakes a poll on B, and a poll that waited on
  * A across the outage gets the event B committed meanwhile (its notification lost to A) as soon as
  * A listens again, not at the end of its wait.
  *
- * The cut holds two of A's heartbeats (one every 10 s from its start): a listener that counted on
- * its heartbeat to listen again would stay deaf until the next one, 8 s after the database returns.
+ * The cut holds two of A's heartbeats (one every HEARTBEAT_MS from its start, 5 s here): a
+ * listener that counted on its heartbeat to listen again would stay deaf until the next one,
+ * 4.75 s after the database returns, past BOUND_MS.
  */
 
 const METRICS_TOKEN = 'metrics-token-listener-outage';
-const OUTAGE_MS = 12_000;
+const HEARTBEAT_MS = 5_000;
+/** From 0.85 to 2.05 heartbeats after A started: over its first two. */
+const CUT_AFTER_START_MS = 0.85 * HEARTBEAT_MS;
+const OUTAGE_MS = 1.2 * HEARTBEAT_MS;
 /** From the database's return: A's pool and its LISTEN come back within about a second or two each. */
 const BOUND_MS = 3_000;
 
@@ -34,7 +38,7 @@ let b: BrokerProcess;
 let aStartedAt: number;
 
 beforeAll(async () => {
-  pair = await startCutPair('listener-outage', { ...BROKER_ENV, METRICS_TOKEN });
+  pair = await startCutPair('listener-outage', { ...BROKER_ENV, METRICS_TOKEN, LISTENER_HEARTBEAT_MS: String(HEARTBEAT_MS) });
   ({ db, proxy, a, b, aListeningAt: aStartedAt } = pair);
 }, 60_000);
 
@@ -82,7 +86,7 @@ describe('a broker whose database went away', () => {
     const heldPoll = longPoll(a.url, held);
     await until(async () => (await pollsWaiting(a.url)) === 1, 10_000, 'a poll waiting on A');
 
-    await sleepUntil(aStartedAt + 8_500);
+    await sleepUntil(aStartedAt + CUT_AFTER_START_MS);
     await proxy.down();
     const downAt = performance.now();
     // While A is cut off: B commits an event for the poll held on A, which A cannot hear of.
