@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
+import { dataFolderParent } from './data-folder.js';
 import { withDatabase } from './database.js';
 
 declare module 'vitest' {
@@ -72,7 +72,9 @@ async function startServer(project: TestProject): Promise<() => Promise<void>> {
       await container.stop();
     };
   }
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-test-pg-'));
+  // In memory when there is room (see data-folder.ts): each test file's database is a thousand
+  // files made and removed again, which on a disk's file system was most of Postgres's time.
+  const dataDir = await mkdtemp(path.join(await dataFolderParent(), 'omb-test-pg-'));
   const server = await startEmbeddedPostgres({
     dataDir,
     logger: createLogger('warn'),
