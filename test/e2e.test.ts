@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { startBroker } from './support/broker-process.js';
+import { dataFolderParent } from './support/data-folder.js';
 import { withDatabase } from './support/database.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -25,7 +25,7 @@ async function json(response: Response): Promise<any> {
 let initialisedFolder: string | undefined;
 
 async function freshFolder(): Promise<string> {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-e2e-'));
+  const dataDir = await mkdtemp(path.join(await dataFolderParent(), 'omb-e2e-'));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   return dataDir;
 }

@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +10,7 @@ import { applyMigrations } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { noteOperatorKeys } from '../../src/operators/audit.js';
 import { runCli } from '../operators/support.js';
+import { dataFolderParent } from '../support/data-folder.js';
 
 /**
  * The embedded Postgres's password: one of its own per data folder, kept in the folder for its
@@ -25,7 +25,7 @@ let logs = '';
 const logger = createLogger('debug', { write: (line: string) => (logs += line) });
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'omb-pg-password-'));
+  dataDir = await mkdtemp(path.join(await dataFolderParent(), 'omb-pg-password-'));
 });
 afterAll(async () => {
   await server?.stop();

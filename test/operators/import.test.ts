@@ -6,6 +6,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
+import { dataFolderParent } from '../support/data-folder.js';
 import { withDatabase } from '../support/database.js';
 import { runCli } from './support.js';
 
@@ -207,7 +208,7 @@ describe('migrate', () => {
 
   it('migrates the embedded Postgres in DATA_DIR without DATABASE_URL, and stops it afterwards', async () => {
     // A folder of its own: as root, Postgres runs as its own user and must be able to reach it.
-    const dataDir = await mkdtemp(path.join(tmpdir(), 'omb-migrate-'));
+    const dataDir = await mkdtemp(path.join(await dataFolderParent(), 'omb-migrate-'));
     try {
       const run = await runCli(['migrate'], { DATA_DIR: dataDir });
       expect(run.stderr).toBe('');

@@ -1,7 +1,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { appendFileSync, chownSync, readFileSync, writeFileSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { arch, platform, tmpdir } from 'node:os';
+import { arch, platform } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -10,7 +10,7 @@ import postgres from 'postgres';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { PASSWORD_FILE } from '../../src/db/embedded-password.js';
 import { createLogger } from '../../src/logger.js';
-import { initialisedFolder } from './data-folder.js';
+import { dataFolderParent, initialisedFolder } from './data-folder.js';
 import { startTcpProxy } from './tcp-proxy.js';
 
 /**
@@ -79,7 +79,7 @@ export async function startReplicatedPostgres(options: { synchronous: boolean; l
     allowReplication(primaryData, runAs);
 
     // The standby: the stopped primary's folder, told to follow it.
-    const standbyFolder = await mkdtemp(path.join(tmpdir(), 'omb-standby-'));
+    const standbyFolder = await mkdtemp(path.join(await dataFolderParent(), 'omb-standby-'));
     folders.push(standbyFolder);
     if (runAs.uid !== undefined) await chmod(standbyFolder, 0o711);
     await run('cp', ['-a', primaryData, path.join(primaryFolder, PASSWORD_FILE), standbyFolder]);
