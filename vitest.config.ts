@@ -80,9 +80,7 @@ export default defineConfig({
       },
       { test: { ...shared, name: 'integration-mocking', include: MOCKING } },
       // After the others, one file per core: these start brokers and Postgres servers of their own
-      // and time how fast they react, which crowding would only make slower and less certain. Like
-      // integration's, its files share each worker's loaded modules: a worker of its own per file
-      // was seconds of every file's start.
+      // and time how fast they react, which crowding would only make slower and less certain.
       {
         test: {
           ...shared,
@@ -91,7 +89,6 @@ export default defineConfig({
           exclude: [SYSTEM],
           maxWorkers: availableParallelism(),
           sequence: { groupOrder: 1 },
-          isolate: false,
         },
       },
       // Its own run (`npm run test:system`); some of these spawn a broker and nginx, so one file per core too.
