@@ -132,20 +132,22 @@ async function functionDefinitions() {
 }
 
 /**
- * The brokers taking requests, in turn: webhooks and polls alternate between them. `leave` takes
- * one out as a load balancer would, waits for the webhooks it holds to be answered, then stops it
- * with SIGTERM (its waiting polls are answered at once, empty).
+ * The brokers taking requests, in turn: webhooks alternate between them, and so do polls, each
+ * kind in a turn of its own. One turn for both could lock in step (a webhook, then the poll it
+ * wakes, then the next webhook…) and send every poll to the same broker. `leave` takes one out as
+ * a load balancer would, waits for the webhooks it holds to be answered, then stops it with
+ * SIGTERM (its waiting polls are answered at once, empty).
  */
 function rotation() {
   const members: Member[] = [];
-  let turn = 0;
+  const turns = { webhook: 0, poll: 0 };
   return {
     join(name: Name, broker: BrokerProcess) {
       members.push({ name, broker, webhooksInFlight: 0 });
     },
-    next(): Member {
-      const member = members[turn % members.length]!;
-      turn += 1;
+    next(kind: keyof typeof turns): Member {
+      const member = members[turns[kind] % members.length]!;
+      turns[kind] += 1;
       return member;
     },
     async leave(broker: BrokerProcess): Promise<number | null> {
@@ -187,7 +189,7 @@ function startLoad(brokers: ReturnType<typeof rotation>, of: Installation[]) {
     const { trigger } = of[index]!;
     for (let seq = 0; sending; seq += 1) {
       const next = new Promise((resolve) => setTimeout(resolve, SEND_EVERY_MS));
-      const member = brokers.next();
+      const member = brokers.next('webhook');
       const webhook = signed(triggerMessage(trigger, { seq }));
       member.webhooksInFlight += 1;
       let status = 0;
@@ -218,7 +220,7 @@ function startLoad(brokers: ReturnType<typeof rotation>, of: Installation[]) {
     let cursor: string | undefined;
     let position: number | undefined;
     while (consuming) {
-      const member = brokers.next();
+      const member = brokers.next('poll');
       const query = new URLSearchParams({ limit: '100', wait: String(POLL_WAIT_S), ...(cursor ? { cursor } : {}) });
       let status = 0;
       let batch: { events: Array<Record<string, any>>; cursor: string } | undefined;
