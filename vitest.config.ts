@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { ProcessesAlongside } from './test/support/sequencer.js';
 
 /**
  * Four projects, so each part can run alone (`npm run test:<name>`):
@@ -67,6 +68,7 @@ export default defineConfig({
     // In-process test files mostly wait on Postgres and timers, so one worker more than the cores
     // keeps them busy (Vitest's default, one fewer, runs files one at a time on two cores).
     maxWorkers: availableParallelism() + 1,
+    sequence: { sequencer: ProcessesAlongside },
     projects: [
       { test: { ...shared, name: 'unit', include: [SRC_TESTS, ...PURE], exclude: SRC_INTEGRATION, isolate: false } },
       {
@@ -79,20 +81,20 @@ export default defineConfig({
         },
       },
       { test: { ...shared, name: 'integration-mocking', include: MOCKING } },
-      // After the others, one file per core: these start brokers and Postgres servers of their own
-      // and time how fast they react, which crowding would only make slower and less certain.
+      // Beside the others, one file in three (see sequencer.ts): these start brokers and Postgres
+      // servers of their own and mostly wait on them.
+      { test: { ...shared, name: 'processes', include: PROCESSES, exclude: [SYSTEM] } },
+      // Its own run (`npm run test:system`), after the others when run with them; some of these
+      // spawn a broker and nginx, so one file per core.
       {
         test: {
           ...shared,
-          name: 'processes',
-          include: PROCESSES,
-          exclude: [SYSTEM],
+          name: 'system',
+          include: [SYSTEM],
           maxWorkers: availableParallelism(),
           sequence: { groupOrder: 1 },
         },
       },
-      // Its own run (`npm run test:system`); some of these spawn a broker and nginx, so one file per core too.
-      { test: { ...shared, name: 'system', include: [SYSTEM], maxWorkers: availableParallelism() } },
     ],
   },
 });

@@ -7,7 +7,7 @@ import { BUILD_RESULT } from './global-build.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-/** Generous: on a crowded machine the run's build can take several times its ~7 s. */
+/** Generous: on a crowded machine the run's build can take many times its second or so. */
 const BUILD_WAIT_MS = 180_000;
 
 export interface StartOptions {

@@ -92,11 +92,19 @@ export function metricValue(text: string, name: string, labels: Record<string, s
   return undefined;
 }
 
-/** Waits until `condition` holds (checked every few milliseconds), or fails after `timeoutMs`. */
+/**
+ * Waits until `condition` holds, or fails after `timeoutMs`. Checked again after 5 ms, then less
+ * and less often, at least every UNTIL_EVERY_MS: many conditions are a request to a broker or to
+ * Postgres, and asking one every 5 ms for seconds was a share of the processor the run needed.
+ */
 export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  let pauseMs = 5;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    pauseMs = Math.min(Math.ceil(pauseMs * 1.5), UNTIL_EVERY_MS);
   }
 }
+
+const UNTIL_EVERY_MS = 50;
