@@ -82,8 +82,9 @@ export default defineConfig({
       },
       { test: { ...shared, name: 'integration-mocking', include: MOCKING } },
       // Beside the others, one file in three (see sequencer.ts): these start brokers and Postgres
-      // servers of their own and mostly wait on them.
-      { test: { ...shared, name: 'processes', include: PROCESSES, exclude: [SYSTEM] } },
+      // servers of their own and mostly wait on them. Like integration's, its files share each
+      // worker's loaded modules: a worker of its own per file was seconds of processor each.
+      { test: { ...shared, name: 'processes', include: PROCESSES, exclude: [SYSTEM], isolate: false } },
       // Its own run (`npm run test:system`), after the others when run with them; some of these
       // spawn a broker and nginx, so one file per core.
       {
