@@ -17,13 +17,6 @@ async function json(response: Response): Promise<any> {
   return response.json();
 }
 
-/**
- * The data folder the first test initialised and left stopped, so the next that needs a folder
- * with a database in it starts from that one rather than initialising another (seconds of
- * initdb). A test run alone makes its own.
- */
-let initialisedFolder: string | undefined;
-
 async function freshFolder(): Promise<string> {
   const dataDir = await mkdtemp(path.join(await dataFolderParent(), 'omb-e2e-'));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
@@ -68,17 +61,6 @@ describe('the broker over real HTTP, started as `npm start` starts it', () => {
     const meAgain = await fetch(`${again.url}/v1/me`, { headers: { authorization: `Bearer ${token}` } });
     expect(meAgain.status).toBe(200);
     expect(await again.stop()).toBe(0);
-    initialisedFolder = dataDir;
-  }, 60_000);
-
-  it('starts beside an embedded Postgres left running by a broker killed with SIGKILL', async () => {
-    const dataDir = initialisedFolder ?? (await freshFolder());
-    const first = await startBroker({ DATA_DIR: dataDir });
-    await first.stop('SIGKILL');
-    const second = await startBroker({ DATA_DIR: dataDir });
-    cleanups.push(() => second.stop());
-    expect((await fetch(`${second.url}/health`)).status).toBe(200);
-    expect(await second.stop()).toBe(0);
   }, 60_000);
 
   it('lets two brokers start at once on one fresh database and migrate it once', async () => {

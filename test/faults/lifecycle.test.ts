@@ -189,6 +189,7 @@ describe.concurrent('one broker per data folder', () => {
     const second = await start(dataDir);
     expect(second.output()).toContain('stopping an embedded Postgres left running by an earlier broker');
     expect(alive(orphan)).toBe(false);
+    expect(await healthy(second.url)).toBe(true);
     expect((await fetch(`${second.url}/v1/me`, { headers: who.auth })).status).toBe(200);
     expect(await second.stop()).toBe(0);
     expect(postmasterPid(dataDir)).toBeNull();
