@@ -113,7 +113,7 @@ export const EnvSchema = z.object({
   EMBEDDED_POSTGRES_RESTART_MS: int(1_000, 3_600_000)
     .default(30_000)
     .describe(
-      'how long the broker keeps trying to start again an embedded Postgres that died (first 250 ms after, then waits doubling up to 15 s apart) before it shuts down with exit 1 for its supervisor to restart it. Only without `DATABASE_URL`',
+      'how long the broker keeps trying to start again an embedded Postgres that died (first 250 ms after, then waits doubling up to 15 s apart; the last try at this) before it shuts down with exit 1 for its supervisor to restart it. Only without `DATABASE_URL`',
     ),
   DATABASE_POOL_SIZE: int(1, 200)
     .default(12)

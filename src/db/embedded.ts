@@ -99,14 +99,16 @@ export const RESTART_FOR_MS = 30_000;
 
 /**
  * The waits before each attempt to start again a server that died: doubling from 250 ms up to
- * 15 s apart, until they add up to `forMs` (the default: 250 ms, 0.5, 1, 2, 4, 8, 15 s).
+ * 15 s apart, the last one shortened so that they add up to `forMs` (the default: 250 ms, 0.5, 1,
+ * 2, 4, 8 and 14.25 s).
  */
 export function restartDelays(forMs: number): number[] {
   const delays: number[] = [];
   let total = 0;
   for (let delay = 250; total < forMs; delay = Math.min(delay * 2, 15_000)) {
-    delays.push(delay);
-    total += delay;
+    const wait = Math.min(delay, forMs - total);
+    delays.push(wait);
+    total += wait;
   }
   return delays;
 }

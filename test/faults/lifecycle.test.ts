@@ -321,7 +321,7 @@ describe.concurrent('the embedded Postgres dies', () => {
     const { code, output, lockLeft } = await lostForGood!;
     expect(code).toBe(1);
     expect(output).toContain('embedded Postgres could not be started again');
-    // Every try the window allows was made: 250 ms, 0.5, 1 and 2 s after it died.
+    // Every try the window allows was made: 0.25, 0.75, 1.75 and 2 s after it died.
     expect(output.match(/embedded Postgres did not start again yet/g)?.length).toBe(4);
     expect(output).toContain('shutting down: the embedded Postgres is gone');
     expect(lockLeft, 'the lock released').toBe(false);
