@@ -75,8 +75,13 @@ export async function initialisedFolder(prefix: string): Promise<string> {
   const folder = await mkdtemp(path.join(await dataFolderParent(), prefix));
   const template = runTemplate();
   if (template) await copyDatabase(template, folder);
-  else await (await startEmbeddedPostgres({ dataDir: folder, logger: createLogger('warn') })).stop();
+  else await initialiseDataFolder(folder);
   return folder;
+}
+
+/** Initialises the embedded Postgres in `folder` by the broker's own code (initdb, its password, its database), then stops it. */
+export async function initialiseDataFolder(folder: string): Promise<void> {
+  await (await startEmbeddedPostgres({ dataDir: folder, logger: createLogger('warn') })).stop();
 }
 
 function runTemplate(): string | undefined {

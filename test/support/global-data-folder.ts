@@ -1,9 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedPostgres } from '../../src/db/embedded.js';
-import { createLogger } from '../../src/logger.js';
-import { dataFolderParent } from './data-folder.js';
+import { dataFolderParent, initialiseDataFolder } from './data-folder.js';
 import { runsProcessTests } from './global-build.js';
 
 declare module 'vitest' {
@@ -26,8 +24,7 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   if (!(await runsProcessTests(project))) return async () => {};
   const dir = await mkdtemp(path.join(await dataFolderParent(), 'omb-test-folder-'));
-  const server = await startEmbeddedPostgres({ dataDir: dir, logger: createLogger('warn') });
-  await server.stop();
+  await initialiseDataFolder(dir);
   project.provide('dataFolderTemplate', dir);
   return () => rm(dir, { recursive: true, force: true });
 }
