@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { RESTART_FOR_MS } from './db/embedded.js';
 
 /**
  * The broker's whole configuration, read once from the environment. Nothing else in `src/`
@@ -111,7 +112,7 @@ export const EnvSchema = z.object({
       "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder)). The operator CLI uses the default only where it already holds a database (see [Which database the CLI uses](operators.md#which-database-the-cli-uses))",
     ),
   EMBEDDED_POSTGRES_RESTART_MS: int(1_000, 3_600_000)
-    .default(30_000)
+    .default(RESTART_FOR_MS)
     .describe(
       'how long the broker keeps trying to start again an embedded Postgres that died (first 250 ms after, then waits doubling up to 15 s apart; the last try at this) before it shuts down with exit 1 for its supervisor to restart it. Only without `DATABASE_URL`',
     ),

@@ -94,7 +94,7 @@ async function closeDataDir(dir: string, log: Logger): Promise<void> {
   }
 }
 
-/** How long a broker keeps trying to start again a server that died, unless told otherwise. */
+/** How long a broker keeps trying to start again a server that died, unless told otherwise (`EMBEDDED_POSTGRES_RESTART_MS`'s default). */
 export const RESTART_FOR_MS = 30_000;
 
 /**
