@@ -33,6 +33,7 @@ const PURE = [
 
 const PROCESSES = [
   'test/db/embedded-password.test.ts',
+  'test/db/embedded-port.test.ts',
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
   'test/faults/failover.test.ts',

@@ -60,6 +60,8 @@ export async function startEmbeddedPostgres(options: {
   extraFlags?: string[];
   /** A fixed port (so a restarted server is found where it was); a free one by default. */
   port?: number;
+  /** Where a free port comes from when none is given: `freePort` (the system's choice) by default. */
+  findPort?: () => Promise<number>;
   /** How long to keep trying to start again a server that died (see restartDelays); about half a minute by default. */
   restartForMs?: number;
   /** The server died and could not be started again within `restartForMs`. */
@@ -120,44 +122,117 @@ async function startLocked(
   releaseLock: () => void,
 ): Promise<EmbeddedDatabase> {
   await stopOrphanedServer(databaseDir, log);
-  const port = options.port ?? (await freePort());
   const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: USER,
-    password: INITDB_PASSWORD,
-    // New folders only (initdb writes it into pg_hba.conf): the password never crosses the socket.
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    // Only root needs a `postgres` user to run Postgres as; asked of anyone else (the image's
-    // `node` user) the library tries to create that user and fails.
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...(options.extraFlags ?? [])],
-    onLog: (message: string) => log.debug({ message: message.trim() }, 'postgres'),
-    onError: (error: unknown) => log.warn({ err: error }, 'postgres'),
-  });
-  runInOwnProcessGroup(server);
-
-  if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
-    log.info({ databaseDir }, 'initialising embedded Postgres');
-    await server.initialise();
-  }
-  const password = await ensureFolderPassword({
-    dataDir: path.dirname(databaseDir),
-    databaseDir,
-    user: USER,
-    runAs: () => (server as unknown as { getUidAndGid(): Promise<Record<string, unknown>> }).getUidAndGid(),
-    log,
-  });
-  const startedAt = Date.now();
-  try {
-    await server.start();
-  } catch (error) {
-    throw new Error(`embedded Postgres in ${databaseDir} did not start (see its log with LOG_LEVEL=debug)`, {
-      cause: error,
+  const newServer = (port: number, said: PostgresLog) => {
+    const server = new EmbeddedPostgres({
+      databaseDir,
+      port,
+      user: USER,
+      password: INITDB_PASSWORD,
+      // New folders only (initdb writes it into pg_hba.conf): the password never crosses the socket.
+      authMethod: 'scram-sha-256',
+      persistent: true,
+      // Only root needs a `postgres` user to run Postgres as; asked of anyone else (the image's
+      // `node` user) the library tries to create that user and fails.
+      createPostgresUser: process.getuid?.() === 0,
+      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...(options.extraFlags ?? [])],
+      onLog: (message: string) => {
+        said.add(message);
+        log.debug({ message: message.trim() }, 'postgres');
+      },
+      onError: (error: unknown) => log.warn({ err: error }, 'postgres'),
     });
+    runInOwnProcessGroup(server);
+    return server;
+  };
+
+  // A port found free may be taken by someone else before Postgres binds it (a busy machine opens
+  // and closes thousands of connections a minute): then another one is tried. A port asked for is
+  // the caller's to keep free.
+  let password: string | undefined;
+  let attempt = 0;
+  for (;;) {
+    attempt += 1;
+    const port = options.port ?? (await (options.findPort ?? freePort)());
+    const said = new PostgresLog();
+    const server = newServer(port, said);
+    if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
+      log.info({ databaseDir }, 'initialising embedded Postgres');
+      await server.initialise();
+    }
+    password ??= await ensureFolderPassword({
+      dataDir: path.dirname(databaseDir),
+      databaseDir,
+      user: USER,
+      runAs: () => (server as unknown as { getUidAndGid(): Promise<Record<string, unknown>> }).getUidAndGid(),
+      log,
+    });
+    const startedAt = Date.now();
+    try {
+      await server.start();
+    } catch (error) {
+      if (options.port === undefined && said.portTaken() && attempt < PORT_ATTEMPTS) {
+        log.warn({ port, attempt }, 'the port found for embedded Postgres was taken before it started; trying another');
+        continue;
+      }
+      const reason = said.failure();
+      throw new Error(
+        `embedded Postgres in ${databaseDir} did not start${reason ? `: ${reason}` : ''} (see its log with LOG_LEVEL=debug)`,
+        { cause: error },
+      );
+    }
+    return connectStarted(server, { databaseDir, log, options, releaseLock, port, password, startedAt });
   }
+}
+
+/** How many free ports are tried before giving up on a server that cannot bind one. */
+const PORT_ATTEMPTS = 3;
+
+/**
+ * What Postgres said while starting, the last lines kept: enough to tell why it stopped (a
+ * `FATAL:` line, which is a sentence about the server, never a password) and whether its port
+ * was taken.
+ */
+export class PostgresLog {
+  private readonly lines: string[] = [];
+
+  add(chunk: string): void {
+    for (const line of chunk.split('\n')) {
+      if (line.trim() === '') continue;
+      this.lines.push(line.trim());
+      if (this.lines.length > 40) this.lines.shift();
+    }
+  }
+
+  /** The last fatal line, from its severity on (`FATAL:  could not create any TCP/IP sockets`), spaces collapsed. */
+  failure(): string | undefined {
+    const line = this.lines.findLast((candidate) => /\b(FATAL|PANIC):/.test(candidate));
+    return line?.slice(line.search(/\b(FATAL|PANIC):/)).replace(/\s+/g, ' ');
+  }
+
+  /** Postgres could not listen on its port: another socket holds it, or its lock file in the socket folder. */
+  portTaken(): boolean {
+    return this.lines.some(
+      (line) => /Address already in use/.test(line) || /could not create lock file ".*\.s\.PGSQL\.\d+\.lock"/.test(line),
+    );
+  }
+}
+
+type LibraryServer = InstanceType<Awaited<ReturnType<typeof loadEmbeddedPostgres>>>;
+
+async function connectStarted(
+  server: LibraryServer,
+  started: {
+    databaseDir: string;
+    log: Logger;
+    options: Parameters<typeof startEmbeddedPostgres>[0];
+    releaseLock: () => void;
+    port: number;
+    password: string;
+    startedAt: number;
+  },
+): Promise<EmbeddedDatabase> {
+  const { databaseDir, log, options, releaseLock, port, password, startedAt } = started;
   const database = options.database ?? DEFAULT_DATABASE;
   const admin = postgres(serverUrl(password, port, 'postgres'), { max: 1, onnotice: () => {}, connect_timeout: 10 });
   try {
