@@ -193,7 +193,7 @@ const PORT_ATTEMPTS = 3;
  * `FATAL:` line, which is a sentence about the server, never a password) and whether its port
  * was taken.
  */
-export class PostgresLog {
+class PostgresLog {
   private readonly lines: string[] = [];
 
   add(chunk: string): void {
