@@ -14,7 +14,7 @@ import { apiDocs } from './docs/openapi.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { parseJsonBodies } from './http/json.js';
 import { sharedRateLimitStore } from './http/rate-limit-store.js';
-import { requestLogger } from './http/request-logger.js';
+import { isQuietRequest, requestLogger } from './http/request-logger.js';
 import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
 import { planRoutes } from './installations/grant-routes.js';
@@ -108,7 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
   parseJsonBodies(app);
-  logOneLinePerRequest(app, metrics);
+  logOneLinePerRequest(app, metrics, logger);
   // Every limit counts in Postgres, so it holds whatever the number of broker processes.
   const counters = sharedCounters(database.sql);
   await app.register(rateLimit, { global: false, store: sharedRateLimitStore(counters) });
@@ -138,19 +138,29 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const operatorKeys = operatorPublicKeys(config.operators.publicKeys);
   const verifyGrant = createGrantVerifier(operatorKeys, config.operators.issuer);
 
+  // App events' per-process machinery, which also knows who each token is: every route's token check asks it.
+  const events = deps.events ?? createEventsRuntime({ database, logger, ...config.events });
+  const { installations } = events;
+
   await app.register(installationRoutes, {
     database,
+    installations,
     clock: deps.clock,
     quotas: config.quotas,
     registrationMode: config.registrationMode,
     registrationsPerMinute: config.limits.registrationsPerMinute,
     checkInsPerMinute: config.limits.checkInsPerMinute,
     verifyGrant,
-    removeInstallation: (installation) => removeInstallation(database.db, deps.composio, installation, logger),
+    removeInstallation: async (installation) => {
+      await removeInstallation(database.db, deps.composio, installation, logger);
+      // The other processes hear it announced; this one forgets the token before answering.
+      installations.forget(installation.id);
+    },
   });
 
   await app.register(connectorRoutes, {
     database,
+    installations,
     composio: deps.composio,
     clock: deps.clock,
     logger,
@@ -164,13 +174,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const triggerTypes = new TriggerTypeCache(deps.composio, deps.clock, logger);
   await app.register(triggerRoutes, {
     database,
+    installations,
     composio: deps.composio,
     clock: deps.clock,
     requestsPerMinute: config.limits.connectorRequestsPerMinute,
     types: triggerTypes,
   });
 
-  const events = deps.events ?? createEventsRuntime({ database, logger, ...config.events });
   const stopCountingWebhooks = events.outcomes.subscribe((outcome) => metrics.webhooks.inc({ outcome }));
   app.addHook('onClose', async () => stopCountingWebhooks());
   await app.register(metricsRoutes, {
@@ -182,6 +192,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(eventRoutes, {
     database,
+    installations,
     events,
     pollMaxWaitSeconds: config.events.pollMaxWaitSeconds,
     requestsPerMinute: config.limits.eventRequestsPerMinute,
@@ -199,13 +210,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(triggerTestRoutes, {
     database,
+    installations,
     clock: deps.clock,
     events,
     types: triggerTypes,
     testsPerDay: config.events.testsPerDay,
     onQueued: (type) => metrics.eventsQueued.inc({ type }),
   });
-  await app.register(planRoutes, { database, clock: deps.clock, verifyGrant });
+  await app.register(planRoutes, { database, installations, clock: deps.clock, verifyGrant });
   await app.register(adminRoutes, {
     database,
     clock: deps.clock,
@@ -245,7 +257,7 @@ type Unfinished = 'client_closed' | 'cut_off';
  * body still on its way) is status 499 with `clientClosed: true`; an answer the broker had to
  * cut off keeps the status it was sent with, with `cutOff: true`.
  */
-function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics): void {
+function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics, logger: Logger): void {
   const logged = new WeakSet<object>();
   const write = (request: FastifyRequest, reply: FastifyReply, unfinished: Unfinished | null, ip = request.ip) => {
     if (logged.has(request)) return;
@@ -256,6 +268,9 @@ function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics): void {
       { method: request.method, route: route ?? 'unknown', status: String(status) },
       reply.elapsedTime / 1000,
     );
+    // A quiet request (an empty poll) that went well is counted above and logged only at debug.
+    const quietly = unfinished === null && status < 400 && isQuietRequest(request);
+    if (quietly && !logger.isLevelEnabled('debug')) return;
     const line = {
       method: request.method,
       url: route ?? request.url.split('?')[0],
@@ -267,6 +282,7 @@ function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics): void {
       ...(unfinished === 'cut_off' ? { cutOff: true } : {}),
     };
     if (unfinished === 'cut_off' || (status >= 500 && unfinished === null)) request.log.error(line, 'request');
+    else if (quietly) request.log.debug(line, 'request');
     else request.log.info(line, 'request');
   };
   // The peer's end of a connection (FIN or reset), watched once per connection rather than per

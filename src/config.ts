@@ -188,10 +188,17 @@ export const EnvSchema = z.object({
     .describe('`GET /v1/me` per installation token (the app checks in at each start; `429` beyond, counted before the token is looked up)'),
   EVENT_REQUESTS_PER_MINUTE: int(1, 1_000_000)
     .default(300)
-    .describe('polls per installation, and apart from them acknowledgements (`429` beyond)'),
+    .describe(
+      "polls per installation per broker process, and apart from them acknowledgements (`429` beyond); counted in each process's memory, so across N processes an installation gets at most N times this",
+    ),
   POLLS_PER_INSTALLATION: int(1, 1000)
     .default(4)
     .describe('waiting polls one installation may hold per process; a further poll answers the oldest at once'),
+  KNOWN_INSTALLATIONS_PER_PROCESS: int(1_000, 100_000_000)
+    .default(1_000_000)
+    .describe(
+      'installations whose token and queue position each broker process keeps in memory, so that their polls and check-ins cost no statement (about 0.5 KiB each); past it the one learnt the longest ago is forgotten and its next request is looked up again',
+    ),
   LISTENER_HEARTBEAT_MS: int(1_000, 600_000)
     .default(10_000)
     .describe(
@@ -311,6 +318,8 @@ export interface Config {
     readonly pollsPerInstallation: number;
     /** How often the `LISTEN` connection is checked with a notification to itself. */
     readonly listenerHeartbeatMs: number;
+    /** Installations whose token and queue position each process keeps in memory. */
+    readonly knownInstallations: number;
   };
   /** How long the operators' audit trail is kept. */
   readonly auditRetentionDays: number;
@@ -455,6 +464,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       testsPerDay: e.TRIGGER_TESTS_PER_DAY,
       pollsPerInstallation: e.POLLS_PER_INSTALLATION,
       listenerHeartbeatMs: e.LISTENER_HEARTBEAT_MS,
+      knownInstallations: e.KNOWN_INSTALLATIONS_PER_PROCESS,
     }),
     auditRetentionDays: e.AUDIT_RETENTION_DAYS,
     triggers: Object.freeze({

@@ -15,6 +15,7 @@ export function createEventsRuntime(options: {
   logger: Logger;
   pollsPerInstallation?: number;
   listenerHeartbeatMs?: number;
+  knownInstallations?: number;
 }): EventsRuntime {
   const queue = createQueueRuntime(options);
   return { ...queue, ...createIntakeRuntime(options.database.sql, queue.listener, options.logger) };

@@ -8,6 +8,7 @@ import type { Database } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { describedHeaders, empty, installationToken, json, refusal, refusals } from '../http/responses.js';
+import type { InstallationDirectory } from '../installations/directory.js';
 import { requireInstallation } from '../installations/guard.js';
 import { authorize, type NoteSignInLink } from './authorize.js';
 import { CatalogCache } from './catalog.js';
@@ -18,6 +19,8 @@ import { Alias, ConnectedAccountId, ToolkitSlug } from './patterns.js';
 
 export interface ConnectorRoutesDeps {
   database: Database;
+  /** Who each token is (the token check of every route here). */
+  installations: Pick<InstallationDirectory, 'authenticate'>;
   composio: ComposioGateway;
   clock: Clock;
   /** Composio-touching requests per installation per minute. */
@@ -85,13 +88,13 @@ const refused = {
 /** The connected-app routes the existing client already speaks, with their bodies unchanged. */
 export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRoutesDeps): Promise<void> {
   const app = server.withTypeProvider<ZodTypeProvider>();
-  const { db, sql } = deps.database;
+  const { db } = deps.database;
   const { composio } = deps;
   const catalog = new CatalogCache(composio, deps.clock, deps.logger);
   // Every route here spends the shared Composio budget, so each installation gets a share.
   // On `onRequest`, before the body is read: without a valid token nothing sent is parsed.
   const routeOptions = {
-    onRequest: requireInstallation(sql),
+    onRequest: requireInstallation(deps.installations),
     config: perInstallationLimit(deps.requestsPerMinute, 'too many connected-app requests; wait a minute and try again'),
   };
 
@@ -289,7 +292,7 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   // MCP has its own budget (hosts send many small messages), and what asks the server for no
   // work (notifications, pings) is not counted.
   const mcpOptions = {
-    onRequest: requireInstallation(sql),
+    onRequest: requireInstallation(deps.installations),
     config: {
       rateLimit: {
         ...perInstallationLimit(deps.mcpRequestsPerMinute, 'too many MCP requests; wait a minute and try again').rateLimit,

@@ -71,3 +71,18 @@ export function requestLogger(logger: FastifyBaseLogger, bindings: Bindings, opt
   const parent = logger as Logger;
   return Object.keys(options).length > 0 ? parent.child(bindings, options) : new RequestLogger(parent, bindings);
 }
+
+const quiet = new WeakSet<object>();
+
+/**
+ * This request's line is written at `debug` rather than `info`: for answers as common and as
+ * uneventful as a poll that found nothing (40,000 a second at a million installations), what an
+ * operator needs is the request metric, not a line each.
+ */
+export function quietRequest(request: object): void {
+  quiet.add(request);
+}
+
+export function isQuietRequest(request: object): boolean {
+  return quiet.has(request);
+}

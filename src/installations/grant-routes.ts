@@ -7,10 +7,13 @@ import { tooManyRequests } from '../errors.js';
 import { installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import type { GrantVerifier } from '../plans/grants.js';
 import { presentGrant } from '../plans/present.js';
+import type { InstallationDirectory } from './directory.js';
 import { requireInstallation } from './guard.js';
 
 export interface PlanRoutesDeps {
   database: Database;
+  /** Who each token is (the token check of every route here). */
+  installations: Pick<InstallationDirectory, 'authenticate'>;
   clock: Clock;
   verifyGrant: GrantVerifier;
 }
@@ -37,7 +40,7 @@ const PaidPlan = z.object({ plan: z.literal('paid'), expiresAt: timestamp() });
 
 export async function planRoutes(server: FastifyInstance, deps: PlanRoutesDeps): Promise<void> {
   const app = server.withTypeProvider<ZodTypeProvider>();
-  const { db, sql } = deps.database;
+  const { db } = deps.database;
 
   app.put(
     '/v1/me/grant',
@@ -61,7 +64,7 @@ export async function planRoutes(server: FastifyInstance, deps: PlanRoutesDeps):
         },
       },
       // Both before validation: without a valid token, or over the limit, the body is not looked at.
-      preValidation: requireInstallation(sql),
+      preValidation: requireInstallation(deps.installations),
       config: {
         rateLimit: {
           // Counted per installation, after the token check: clients behind one address do not share it.

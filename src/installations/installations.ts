@@ -6,14 +6,12 @@ import { currentPlan, eventsPerDay, type Plan, type Quotas } from '../plans/plan
 import { holdGrant } from '../plans/store.js';
 import { usageOn } from '../plans/usage.js';
 import { checkIn, insertInstallation } from './store.js';
-import { composioUserIdFor, hashToken, newToken, TOKEN_PATTERN } from './tokens.js';
+import { composioUserIdFor, hashToken, newToken } from './tokens.js';
 
 /** What an authenticated request knows about its installation. */
 export interface Installation {
   readonly id: string;
   readonly composioUserId: string;
-  readonly sessionId: string | null;
-  readonly sessionMcpUrl: string | null;
   /** When it registered, in milliseconds since the epoch (a number: every authenticated request carries this). */
   readonly createdAtMs: number;
 }
@@ -37,27 +35,22 @@ export async function registerInstallation(
   return { installationId, token };
 }
 
-/** How long a check-in may go unrecorded: `last_seen_at` is written at most this often. */
-const LAST_SEEN_RESOLUTION_SECONDS = 60;
-
 /**
- * The installation a bearer token names; `'disabled'` when an operator disabled it (the token is
- * known, but refused until re-enabled); null when the token is unknown.
- * One round trip; it refreshes `last_seen_at` only when the stored one is older than a minute,
- * so a busy installation does not write on every request.
+ * The installation holding the token whose SHA-256 is `tokenHash`; `'disabled'` when an operator
+ * disabled it (the token is known, but refused until re-enabled); null when the token is
+ * unknown. One round trip; it refreshes `last_seen_at` only when the stored one is older than
+ * `lastSeenResolutionSeconds`, so a busy installation does not write on every request. (Most
+ * requests never get here: src/installations/directory.ts answers from memory.)
  */
-export async function authenticate(sql: Sql, token: string): Promise<Installation | 'disabled' | null> {
-  if (!TOKEN_PATTERN.test(token)) return null;
-  const row = await checkIn(sql, hashToken(token), LAST_SEEN_RESOLUTION_SECONDS);
+export async function authenticateHash(
+  sql: Sql,
+  tokenHash: string,
+  lastSeenResolutionSeconds: number,
+): Promise<Installation | 'disabled' | null> {
+  const row = await checkIn(sql, tokenHash, lastSeenResolutionSeconds);
   if (!row) return null;
   if (row.disabled) return 'disabled';
-  return {
-    id: row.id,
-    composioUserId: row.composio_user_id,
-    sessionId: row.session_id,
-    sessionMcpUrl: row.session_mcp_url,
-    createdAtMs: new Date(row.created_at).getTime(),
-  };
+  return { id: row.id, composioUserId: row.composio_user_id, createdAtMs: new Date(row.created_at).getTime() };
 }
 
 export interface MeView {

@@ -7,6 +7,7 @@ import { tooManyRequests, unavailable } from '../errors.js';
 import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
 import type { GrantVerifier } from '../plans/grants.js';
 import type { Quotas } from '../plans/plan.js';
+import type { InstallationDirectory } from './directory.js';
 import { requireInstallation } from './guard.js';
 import { describeInstallation, type Installation, registerInstallation } from './installations.js';
 import { type RegistrationMode, registrationMode } from './registration.js';
@@ -14,6 +15,8 @@ import { perTokenLimit } from './token-limit.js';
 
 export interface InstallationRoutesDeps {
   database: Database;
+  /** Who each token is (the token check of every route here). */
+  installations: Pick<InstallationDirectory, 'authenticate'>;
   clock: Clock;
   quotas: Quotas;
   registrationMode: RegistrationMode;
@@ -48,9 +51,9 @@ const Me = z
 
 export async function installationRoutes(server: FastifyInstance, deps: InstallationRoutesDeps): Promise<void> {
   const app = server.withTypeProvider<ZodTypeProvider>();
-  const { db, sql } = deps.database;
+  const { db } = deps.database;
   // Before validation, so a request without a valid token learns nothing else.
-  const guard = requireInstallation(sql);
+  const guard = requireInstallation(deps.installations);
 
   app.post(
     '/v1/installations',

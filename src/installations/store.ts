@@ -25,8 +25,6 @@ export interface CheckedInRow {
   /** Set when an operator disabled the installation: the token is known but refused. */
   disabled: boolean;
   composio_user_id: string;
-  session_id: string | null;
-  session_mcp_url: string | null;
   created_at: string;
 }
 
@@ -38,7 +36,7 @@ export interface CheckedInRow {
 export async function checkIn(sql: Sql, tokenHash: string, resolutionSeconds: number): Promise<CheckedInRow | null> {
   const rows = await sql<CheckedInRow[]>`
     with found as (
-      select id, composio_user_id, session_id, session_mcp_url, created_at, last_seen_at, disabled_at
+      select id, composio_user_id, created_at, last_seen_at, disabled_at
       from installations
       where token_hash = ${tokenHash}
     ), touched as (
@@ -48,8 +46,20 @@ export async function checkIn(sql: Sql, tokenHash: string, resolutionSeconds: nu
         and found.disabled_at is null
         and found.last_seen_at < now() - make_interval(secs => ${resolutionSeconds})
     )
-    select id, disabled_at is not null as disabled, composio_user_id, session_id, session_mcp_url, created_at from found`;
+    select id, disabled_at is not null as disabled, composio_user_id, created_at from found`;
   return rows[0] ?? null;
+}
+
+/**
+ * Records these enabled installations as seen now, each only if the stored time is older than
+ * `resolutionSeconds` (another process may have just done it). One statement for them all.
+ */
+export async function touchLastSeen(sql: Sql, installationIds: readonly string[], resolutionSeconds: number): Promise<void> {
+  await sql`
+    update installations set last_seen_at = now()
+     where id = any(${sql.array(installationIds as string[])}::uuid[])
+       and disabled_at is null
+       and last_seen_at < now() - make_interval(secs => ${resolutionSeconds})`;
 }
 
 /** The installation's Tool Router Session as stored (either part may still be missing). */

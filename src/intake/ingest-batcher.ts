@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../db/database.js';
 import { isDatabaseUnavailable } from '../http/errors.js';
+import { announcingQueued } from '../queue/notifier.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import type { WebhookOutcome } from './outcomes.js';
 
@@ -64,12 +65,15 @@ interface Pending {
 export class IngestBatcher {
   private queue: Pending[] = [];
   private inFlight = 0;
+  private readonly ingest: ReturnType<typeof announcingQueued>;
 
   constructor(
-    private readonly sql: Sql,
+    sql: Sql,
     private readonly log: Logger,
     private readonly options: { maxInFlight: number; maxBatch: number } = { maxInFlight: 2, maxBatch: 100 },
-  ) {}
+  ) {
+    this.ingest = announcingQueued(sql);
+  }
 
   write(input: TriggerMessageInput): Promise<TriggerMessageRow> {
     return new Promise((resolve, reject) => {
@@ -118,8 +122,9 @@ export class IngestBatcher {
 
   private async call(inputs: TriggerMessageInput[]): Promise<TriggerMessageRow[]> {
     // Sent as text and cast by Postgres, so it does not matter how this client serialises jsonb.
-    const rows = await this.sql<(TriggerMessageRow & { ordinal: number })[]>`
-      select * from omb_ingest_trigger_batch(${messagesJson(inputs)}::text::jsonb)`;
+    const rows = await this.ingest<
+      (TriggerMessageRow & { ordinal: number })[]
+    >`omb_ingest_trigger_batch(${messagesJson(inputs)}::text::jsonb)`;
     if (rows.length !== inputs.length) {
       throw new Error(`omb_ingest_trigger_batch answered ${rows.length} rows for ${inputs.length} messages`);
     }

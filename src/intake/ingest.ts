@@ -3,6 +3,7 @@ import type { Database, Sql } from '../db/database.js';
 import { storableJsonText, writtenOutLength } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
 import { quotaDay, quotaExceededEventId } from '../queue/broker-events.js';
+import { announcingQueued } from '../queue/notifier.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import type { IngestBatcher } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';
@@ -11,7 +12,7 @@ export interface IngestDeps {
   readonly database: Database;
   readonly quotas: Quotas;
   readonly batcher: IngestBatcher;
-  /** Wakes the installation's waiting polls, in every broker process, once an append has committed. */
+  /** Wakes the installation's waiting polls in this process once an append has committed (the others hear the append's own announcement). */
   readonly notifier: { committed(installationId: string): void };
   /** Told the type of every event queued (for metrics). */
   readonly onQueued?: (type: QueuedEventType) => void;
@@ -114,6 +115,13 @@ async function ingestTriggerMessage(
   }
 }
 
+/** What the single-event ingest functions answer. */
+interface IngestRow {
+  outcome: WebhookOutcome;
+  installation: string | null;
+  queued: QueuedEventType | null;
+}
+
 /** Postgres's `numeric_value_out_of_range`. */
 const NUMERIC_OUT_OF_RANGE = '22003';
 /** A payload with its numbers written out may be as large as a webhook body (src/intake/webhook-routes.ts), no larger. */
@@ -128,8 +136,7 @@ async function ingestAccountExpired(
   deps: IngestDeps,
   input: { eventId: string; connectedAccountId: string; toolkit: string | null; receivedAt: Date },
 ): Promise<IngestResult> {
-  const [row] = await deps.database.sql<{ outcome: WebhookOutcome; installation: string | null; queued: QueuedEventType | null }[]>`
-    select * from omb_ingest_account_expiry(
+  const [row] = await announcingQueued(deps.database.sql)<IngestRow[]>`omb_ingest_account_expiry(
       ${input.eventId}::text, ${input.connectedAccountId}::text, ${input.toolkit}::text,
       ${input.receivedAt.toISOString()}::timestamptz)`;
   if (!row) throw new Error('omb_ingest_account_expiry returned no row');
@@ -146,8 +153,7 @@ export async function ingestTriggerDisabled(
   sql: Sql,
   input: { eventId: string; composioTriggerId: string; reason: string; receivedAt: Date },
 ): Promise<IngestResult> {
-  const [row] = await sql<{ outcome: WebhookOutcome; installation: string | null; queued: QueuedEventType | null }[]>`
-    select * from omb_ingest_trigger_disabled(
+  const [row] = await announcingQueued(sql)<IngestRow[]>`omb_ingest_trigger_disabled(
       ${input.eventId}::text, ${input.composioTriggerId.replaceAll('\u0000', '\uFFFD')}::text,
       ${input.reason.replaceAll('\u0000', '\uFFFD')}::text, ${input.receivedAt.toISOString()}::timestamptz)`;
   if (!row) throw new Error('omb_ingest_trigger_disabled returned no row');

@@ -103,6 +103,11 @@ export class EventHub {
     return waiter;
   }
 
+  /** The installations that have polls waiting. */
+  installationIds(): string[] {
+    return [...this.waiters.keys()];
+  }
+
   /** An event for this installation committed somewhere. */
   wake(installationId: string): void {
     this.settleAll(installationId, 'event');

@@ -69,6 +69,9 @@ export class NotificationListener {
   private readonly pingPrefix = `ping:${randomUUID()}:`;
   private readonly channels = new Map<string, NotificationHandler[]>();
   private readonly reconnectHandlers: Array<(reason: string) => void> = [];
+  private readonly lostHandlers: Array<() => void> = [];
+  /** Changes each time the connection is lost (see `epoch`). */
+  private losses = 0;
 
   constructor(
     /** Sends the heartbeat: the broker's pool. */
@@ -90,6 +93,25 @@ export class NotificationListener {
     this.reconnectHandlers.push(handler);
   }
 
+  /**
+   * Calls `handler` the moment the connection is found gone or deaf, before any attempt to listen
+   * again: what the process learnt while it heard the others can no longer be trusted.
+   */
+  onLost(handler: () => void): void {
+    this.lostHandlers.push(handler);
+  }
+
+  /**
+   * While the process hears every notification, a number that stays the same; null while it
+   * cannot (not started yet, the connection lost, stopped). Knowledge kept up to date by
+   * notifications is trusted only while the epoch it was learnt in is still the current one.
+   * A connection that stops delivering without closing is found by the heartbeat, so trust
+   * outlives the hearing by at most two heartbeats (`LISTENER_HEARTBEAT_MS`).
+   */
+  get epoch(): number | null {
+    return this.state === 'listening' ? this.losses : null;
+  }
+
   /** Listens on every registered channel; fails if Postgres cannot be reached now. */
   async start(): Promise<void> {
     this.started = true;
@@ -101,6 +123,7 @@ export class NotificationListener {
 
   async stop(): Promise<void> {
     this.state = 'stopped';
+    this.losses++;
     clearTimeout(this.heartbeat);
     clearTimeout(this.relistenTimer);
     this.generation++;
@@ -157,6 +180,8 @@ export class NotificationListener {
   private lost(reason: string): void {
     if (this.state !== 'listening') return;
     this.state = 'lost';
+    this.losses++;
+    for (const handler of this.lostHandlers) handler();
     this.lostAt = performance.now();
     this.failedAttempts = 0;
     this.awaitingPing = undefined;

@@ -1,75 +1,59 @@
-import type { Logger } from 'pino';
+import type { Row } from 'postgres';
 import type { Sql } from '../db/database.js';
 import type { EventHub } from './hub.js';
+import type { QueueKnowledge } from './knowledge.js';
 
 /** Something was appended to the installation's queue (the payload is its id). */
 export const EVENTS_CHANNEL = 'omb_events';
 
+/** Which rows of a queueing function's answer queued an event, and for which installation. */
+const QUEUED_ROWS = 'select installation from called where queued is not null and installation is not null';
+
 /**
- * Tells every broker process that an installation's queue grew, AFTER the append committed.
+ * A template tag for one call of a queueing database function (`omb_ingest_*`,
+ * `omb_queue_trigger_test`): what it is given is what follows `from`, and the statement sent
+ * also announces on `EVENTS_CHANNEL` every installation the call queued an event for. The
+ * announcement is part of the transaction that appends, so it is delivered if and only if the
+ * events committed, whatever happens to this process after the commit: a process that hears
+ * every notification knows every queue's head (src/queue/knowledge.ts), and a poll it says has
+ * nothing to read is answered without reading. Still one statement, one round trip.
  *
- * A NOTIFY inside each ingest transaction would serialise commits database-wide (the notify
- * queue lock is held through the WAL flush). Instead, installations with new events are
- * collected for a millisecond, and for as long as the previous announcement is still
- * committing, then announced together in one statement: one notification per installation
- * however many events it got. Waiters in this process are woken
- * directly, without the round trip through Postgres.
- *
- * A failed notification loses no event: waiters elsewhere re-read the queue when their wait
- * ends (and the listener, listening again within about a second of an outage, wakes everyone).
+ * `queuedRows`: SQL over the call's rows (`called`) giving, as `installation`, those for which an
+ * event was queued; by default the rows whose `queued` is set.
+ */
+export function announcingQueued(sql: Sql, queuedRows = QUEUED_ROWS) {
+  const wrapped = new WeakMap<TemplateStringsArray, TemplateStringsArray>();
+  return <T extends readonly Row[]>(strings: TemplateStringsArray, ...values: unknown[]) => {
+    let statement = wrapped.get(strings);
+    if (!statement) {
+      // `announced` is read (one row, its count), so Postgres runs it; the same notification
+      // twice in one transaction is delivered once.
+      const head = `with called as (select * from ${strings[0]}`;
+      const tail = `${strings[strings.length - 1]}),
+        announced as (select count(pg_notify('${EVENTS_CHANNEL}', q.installation::text)) as n from (${queuedRows}) q)
+        select called.* from called, announced`;
+      const parts = strings.length === 1 ? [`${head}${tail.slice(strings[0]!.length)}`] : [head, ...strings.slice(1, -1), tail];
+      statement = Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray;
+      wrapped.set(strings, statement);
+    }
+    return sql<T>(statement, ...(values as never[]));
+  };
+}
+
+/**
+ * This process's side of an append that committed: the installation's waiting polls here are
+ * woken at once (the others, and these again, hear the announcement the append's own
+ * transaction sent), and what this process knew of the queue's head is dropped.
  */
 export class EventNotifier {
-  private pending = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> | undefined;
-
   constructor(
-    private readonly sql: Sql,
     private readonly hub: EventHub,
-    private readonly log: Logger,
-    private readonly coalesceMs = 1,
+    private readonly knowledge: QueueKnowledge,
   ) {}
 
   /** An append for this installation has committed. */
   committed(installationId: string): void {
+    this.knowledge.heard(installationId);
     this.hub.wake(installationId);
-    this.pending.add(installationId);
-    this.schedule();
-  }
-
-  /** Sends whatever is pending now (at shutdown). */
-  async drain(): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    while (this.flushing || this.pending.size > 0) {
-      if (this.flushing) await this.flushing;
-      else await this.flush();
-    }
-  }
-
-  private schedule(): void {
-    // One batch in flight at a time; what arrives meanwhile goes out in the next one.
-    if (this.timer || this.flushing) return;
-    this.timer = setTimeout(() => void this.flush(), this.coalesceMs);
-  }
-
-  private flush(): Promise<void> {
-    this.timer = undefined;
-    const installationIds = [...this.pending];
-    this.pending = new Set();
-    if (installationIds.length === 0) return Promise.resolve();
-    this.flushing = this.send(installationIds).finally(() => {
-      this.flushing = undefined;
-      if (this.pending.size > 0) this.schedule();
-    });
-    return this.flushing;
-  }
-
-  private async send(installationIds: string[]): Promise<void> {
-    try {
-      await this.sql`select pg_notify(${EVENTS_CHANNEL}, id) from unnest(${this.sql.array(installationIds)}::text[]) as id`;
-    } catch (err) {
-      this.log.warn({ err, installations: installationIds.length }, 'could not notify other brokers of new events');
-    }
   }
 }

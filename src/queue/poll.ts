@@ -5,6 +5,7 @@ import { isDatabaseUnavailable } from '../http/errors.js';
 import { installationDisabled } from '../installations/disable.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { EventHub, Sleeper, Wait, WakeReason } from './hub.js';
+import type { QueueKnowledge } from './knowledge.js';
 import { acknowledge, type QueuedEvent, type QueueSlice, readQueue } from './queue.js';
 
 export interface PollAnswer {
@@ -22,6 +23,8 @@ export interface PollResult {
 export interface PollDeps {
   readonly sql: Sql;
   readonly hub: EventHub;
+  /** What this process knows of the queues: a poll it says has nothing to read waits, and ends, without reading. */
+  readonly knowledge?: QueueKnowledge;
 }
 
 export interface PollRequest {
@@ -100,7 +103,7 @@ class LongPoll implements Sleeper, HeldPoll {
       this.fail(error);
       return;
     }
-    acknowledge(this.deps.sql, this.installationId, this.after)
+    acknowledgeUpTo(this.deps, this.installationId, this.after)
       .then((known) => (known ? this.begin() : this.fail(unauthorized())))
       .catch((error: unknown) => this.fail(error));
   }
@@ -135,7 +138,17 @@ class LongPoll implements Sleeper, HeldPoll {
       this.wait = this.deps.hub.wait(this.installationId, remaining, this);
       if (!this.wait) this.woken = 'closing';
     }
-    readOnce(this.deps.sql, this.installationId, this.after, this.limit)
+    // Known to be at the queue's head (and waiting already, so an append from now on wakes it):
+    // what a read would answer is known, and the read is not made.
+    const head = this.deps.knowledge?.nothingAfter(this.installationId, this.after);
+    if (head !== undefined) {
+      this.after = head;
+      this.gap = false;
+      this.failedReads = 0;
+      this.nothingToAnswer();
+      return;
+    }
+    readOnce(this.deps, this.installationId, this.after, this.limit)
       .then((slice) => this.onRead(slice))
       .catch((error: unknown) => this.readFailed(error));
   }
@@ -184,7 +197,12 @@ class LongPoll implements Sleeper, HeldPoll {
     this.gap = slice.gap;
     this.failedReads = 0;
     if (slice.events.length > 0) this.finish({ answer: this.answerWith(slice.events), shuttingDown: false });
-    else if (this.hungUp || (!this.wait && !this.woken)) this.answer(false);
+    else this.nothingToAnswer();
+  }
+
+  /** After a read (or what is known in place of one) found nothing: answer, or wait on. */
+  private nothingToAnswer(): void {
+    if (this.hungUp || (!this.wait && !this.woken)) this.answer(false);
     else if (this.woken) this.decide(this.woken);
     else this.state = 'idle';
   }
@@ -247,16 +265,43 @@ class LongPoll implements Sleeper, HeldPoll {
 }
 
 /**
+ * Acknowledges every event up to `position`: false when the installation no longer exists,
+ * `400 invalid_cursor` past its queue. A position this process knows to be acknowledged already
+ * writes nothing and asks nothing (an acknowledgement never goes back).
+ */
+export async function acknowledgeUpTo(
+  deps: Pick<PollDeps, 'sql' | 'knowledge'>,
+  installationId: string,
+  position: number,
+): Promise<boolean> {
+  const { knowledge } = deps;
+  if (knowledge?.acknowledged(installationId, position)) return true;
+  const ticket = knowledge?.ticket(installationId) ?? null;
+  const last = await acknowledge(deps.sql, installationId, position);
+  if (last === null) return false;
+  knowledge?.learn(installationId, ticket, { head: last, acked: position });
+  return true;
+}
+
+/**
  * Reads in flight, by installation, position and limit: a wake-up makes an installation's
  * waiting polls read again at the same moment, and those reading the same slice share one read.
  */
 const reading = new Map<string, Promise<QueueSlice | null>>();
 
-function readOnce(sql: Sql, installationId: string, after: number | null, limit: number): Promise<QueueSlice | null> {
+function readOnce(deps: PollDeps, installationId: string, after: number | null, limit: number): Promise<QueueSlice | null> {
   const key = `${installationId}:${after ?? ''}:${limit}`;
   let read = reading.get(key);
   if (!read) {
-    read = readQueue(sql, installationId, { after, limit }).finally(() => reading.delete(key));
+    const { knowledge } = deps;
+    const ticket = knowledge?.ticket(installationId) ?? null;
+    read = readQueue(deps.sql, installationId, { after, limit })
+      .then((slice) => {
+        // Read without a position, the read started after the acknowledged one.
+        if (slice) knowledge?.learn(installationId, ticket, { head: slice.last, ...(after === null ? { acked: slice.start } : {}) });
+        return slice;
+      })
+      .finally(() => reading.delete(key));
     reading.set(key, read);
   }
   return read;

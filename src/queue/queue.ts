@@ -28,6 +28,10 @@ export interface QueueSlice {
   readonly events: QueuedEvent[];
   /** The position the run ends at: its last event's, or where it started when it is empty. */
   readonly through: number;
+  /** Where the run started (without a position asked for: the acknowledged one). */
+  readonly start: number;
+  /** The queue's last position when it was read. */
+  readonly last: number;
   /** Events after the starting position were already removed by retention. */
   readonly gap: boolean;
 }
@@ -119,14 +123,15 @@ async function readSlice(
   // Nothing served although the queue goes further: everything after `after` is gone.
   if (events.length === 0 && last > after) gap = true;
   const whole = !gap && (events.length === options.limit || through >= last);
-  return { slice: { events, through, gap }, whole: !recentDaysOnly || whole };
+  return { slice: { events, through, start: after, last, gap }, whole: !recentDaysOnly || whole };
 }
 
 /**
  * Marks every event up to `position` as acknowledged; an older position changes nothing (it may
- * be a replay). False when the installation no longer exists; `400` for a position past its queue.
+ * be a replay) and writes nothing. Answers the queue's last position; null when the installation
+ * no longer exists; `400` for a position past its queue.
  */
-export async function acknowledge(sql: Sql, installationId: string, position: number): Promise<boolean> {
+export async function acknowledge(sql: Sql, installationId: string, position: number): Promise<number | null> {
   const rows = await sql<{ last_event_position: string }[]>`
     with inst as (select last_event_position from installations where id = ${installationId}),
     moved as (
@@ -139,11 +144,32 @@ export async function acknowledge(sql: Sql, installationId: string, position: nu
     )
     select last_event_position from inst`;
   const row = rows[0];
-  if (!row) return false;
-  if (position > Number(row.last_event_position)) {
-    throw badRequest('cursor is beyond the end of this installation’s queue', 'invalid_cursor');
-  }
-  return true;
+  if (!row) return null;
+  const last = Number(row.last_event_position);
+  if (position > last) throw badRequest('cursor is beyond the end of this installation’s queue', 'invalid_cursor');
+  return last;
+}
+
+/** Where an installation's queue stands, and whether it may still be served. */
+export interface QueueHead {
+  readonly installationId: string;
+  readonly last: number;
+  readonly acked: number;
+  readonly disabled: boolean;
+}
+
+/**
+ * Where each of these installations' queues stands, in one statement: how a process brings every
+ * poll it holds up to date after it may have missed notifications. Installations that no longer
+ * exist are left out.
+ */
+export async function queueHeads(sql: Sql, installationIds: readonly string[]): Promise<QueueHead[]> {
+  if (installationIds.length === 0) return [];
+  const rows = await sql<{ id: string; last: string; acked: string; disabled: boolean }[]>`
+    select id, last_event_position as last, acked_event_position as acked, disabled_at is not null as disabled
+      from installations
+     where id = any(${sql.array(installationIds as string[])}::uuid[])`;
+  return rows.map((row) => ({ installationId: row.id, last: Number(row.last), acked: Number(row.acked), disabled: row.disabled }));
 }
 
 /** Unacknowledged events still kept: what operators watch to see queues drain. */

@@ -1,23 +1,27 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, preValidationHookHandler } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { POLL_WAIT_CAP_SECONDS } from '../config.js';
 import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
-import { perInstallationLimit } from '../http/installation-limit.js';
+import { PerProcessLimit } from '../http/process-limit.js';
+import { quietRequest } from '../http/request-logger.js';
 import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
+import type { InstallationDirectory } from '../installations/directory.js';
 import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
-import { type PollAnswer, pollEvents } from './poll.js';
-import { acknowledge, type QueuedEvent } from './queue.js';
+import { acknowledgeUpTo, type PollAnswer, pollEvents } from './poll.js';
+import type { QueuedEvent } from './queue.js';
 import type { QueueRuntime } from './runtime.js';
 
 export interface EventRoutesDeps {
   database: Database;
+  /** Who each token is (the token check of every route here). */
+  installations: Pick<InstallationDirectory, 'authenticate'>;
   events: QueueRuntime;
   /** The longest a poll may wait (`POLL_MAX_WAIT_SECONDS`), whatever it asks for. */
   pollMaxWaitSeconds: number;
-  /** Polls (and, counted apart, acknowledgements) per installation per minute (`EVENT_REQUESTS_PER_MINUTE`). */
+  /** Polls (and, counted apart, acknowledgements) per installation per minute in this process (`EVENT_REQUESTS_PER_MINUTE`). */
   requestsPerMinute: number;
   /** Told how many events each poll answer hands over (for metrics). */
   onDelivered?: (count: number) => void;
@@ -84,7 +88,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   const app = server.withTypeProvider<ZodTypeProvider>();
   const { sql } = deps.database;
   const { events } = deps;
-  const guard = requireInstallation(sql);
+  const guard = requireInstallation(deps.installations);
 
   // The LISTEN connection is open before the first poll is accepted; at shutdown waiting polls
   // are answered before the server waits for in-flight requests, and listening stops before
@@ -112,15 +116,23 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     },
   };
   // Neither route calls Composio.
-  const config = {
-    ...perInstallationLimit(deps.requestsPerMinute, 'too many event requests for this installation'),
-    composioCalls: false as const,
+  const config = { composioCalls: false as const };
+  // Counted in this process's memory, after the token check: an idle poll costs no statement.
+  const polls = new PerProcessLimit(deps.requestsPerMinute, 'too many event requests for this installation');
+  const acks = new PerProcessLimit(deps.requestsPerMinute, 'too many event requests for this installation');
+  const countPoll: preValidationHookHandler = (request, _reply, done) => {
+    polls.count(request.installation.id);
+    done();
   };
-  const pollDeps = { sql, hub: events.hub };
+  const countAck: preValidationHookHandler = (request, _reply, done) => {
+    acks.count(request.installation.id);
+    done();
+  };
+  const pollDeps = { sql, hub: events.hub, knowledge: events.knowledge };
   // The token is checked before the query is validated: without one, nothing else is said.
   // Not an async function, and answered through `reply.send`: a held poll is the poll's object,
   // its timer and the two callbacks here, with no promise or suspended frame around them.
-  app.get('/v1/events', { preValidation: guard, schema: poll, config }, (request, reply) => {
+  app.get('/v1/events', { preValidation: [guard, countPoll], schema: poll, config }, (request, reply) => {
     const { query } = request;
     const held = pollEvents(
       pollDeps,
@@ -135,6 +147,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
         if (error || !result) return void (reply as FastifyReply).send(error);
         if (result.shuttingDown) void reply.header('connection', 'close');
         if (result.answer.events.length > 0) deps.onDelivered?.(result.answer.events.length);
+        else quietRequest(request);
         // Sent as the JSON text it already is, past the schema's serialiser (see pollAnswerJson).
         void (reply as FastifyReply).type('application/json; charset=utf-8').send(pollAnswerJson(result.answer));
       },
@@ -162,10 +175,10 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
       429: refusals.installationEventsRateLimited,
     },
   };
-  app.post('/v1/events/ack', { preValidation: guard, schema: ack, config }, async (request, reply) => {
+  app.post('/v1/events/ack', { preValidation: [guard, countAck], schema: ack, config }, async (request, reply) => {
     const { cursor } = request.body;
     const installationId = request.installation.id;
-    if (!(await acknowledge(sql, installationId, decodeCursor(installationId, cursor)))) throw unauthorized();
+    if (!(await acknowledgeUpTo(pollDeps, installationId, decodeCursor(installationId, cursor)))) throw unauthorized();
     return reply.code(204).send();
   });
 }

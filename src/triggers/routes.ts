@@ -7,6 +7,7 @@ import { ToolkitSlug } from '../connectors/patterns.js';
 import type { Database } from '../db/database.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
+import type { InstallationDirectory } from '../installations/directory.js';
 import { requireInstallation } from '../installations/guard.js';
 import { createTrigger, type TriggerDeps } from './create.js';
 import { deleteTrigger } from './delete.js';
@@ -20,6 +21,8 @@ import type { TriggerView } from './view.js';
 
 export interface TriggerRoutesDeps {
   database: Database;
+  /** Who each token is (the token check of every route here). */
+  installations: Pick<InstallationDirectory, 'authenticate'>;
   composio: ComposioGateway;
   clock: Clock;
   /** Composio-touching trigger requests (create, pause/resume, delete) per installation per minute. */
@@ -117,7 +120,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
   const today = () => utcDay(deps.clock.now());
   // On `onRequest`, before the body is read: a request without a valid token is refused
   // before anything it sent is parsed.
-  const authenticated = { onRequest: requireInstallation(deps.database.sql) };
+  const authenticated = { onRequest: requireInstallation(deps.installations) };
   // Each of these spends the shared Composio budget, so each installation gets a share of it.
   const composioShare = {
     ...authenticated,

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { installationToken, json, refusal, refusals } from '../http/responses.js';
+import type { InstallationDirectory } from '../installations/directory.js';
 import { requireInstallation } from '../installations/guard.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import type { QueueRuntime } from '../queue/runtime.js';
@@ -14,6 +15,8 @@ import type { TriggerTypeCache } from './types.js';
 
 export interface TriggerTestRoutesDeps {
   database: Database;
+  /** Who each token is (the token check of every route here). */
+  installations: Pick<InstallationDirectory, 'authenticate'>;
   clock: Clock;
   events: Pick<QueueRuntime, 'notifier'>;
   types: Pick<TriggerTypeCache, 'peek'>;
@@ -50,7 +53,7 @@ export async function triggerTestRoutes(server: FastifyInstance, deps: TriggerTe
   app.post(
     '/v1/triggers/:id/test',
     {
-      onRequest: requireInstallation(deps.database.sql),
+      onRequest: requireInstallation(deps.installations),
       // Before validation: anything that cannot be a trigger id is the same 404 as a foreign one.
       preValidation: async (request) => {
         if (!isTriggerId((request.params as { id: string }).id)) throw triggerNotFound();

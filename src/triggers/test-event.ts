@@ -2,6 +2,7 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { jsonForPostgres } from '../intake/ingest.js';
 import { quotaDay, triggerTestEventId } from '../queue/broker-events.js';
+import { announcingQueued } from '../queue/notifier.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import { triggerNotFound } from './errors.js';
 import { findTrigger } from './store.js';
@@ -11,7 +12,7 @@ export interface TriggerTestDeps {
   readonly db: Db;
   /** Where the sample comes from: only a type this process already holds, never a Composio call. */
   readonly types: Pick<TriggerTypeCache, 'peek'>;
-  /** Wakes the installation's waiting polls, in every broker process, once the append committed. */
+  /** Wakes the installation's waiting polls in this process once the append committed (the others hear the append's own announcement). */
   readonly notifier: { committed(installationId: string): void };
   /** `trigger.test` events each installation may queue per UTC day (`TRIGGER_TESTS_PER_DAY`). */
   readonly testsPerDay: number;
@@ -41,10 +42,12 @@ export async function queueTriggerTest(
   const data = type ? samplePayload(type.payloadSchema) : {};
   const eventId = triggerTestEventId();
   const { day, resetsAt } = quotaDay(now);
-  const [row] = await deps.db.$client<{ outcome: 'queued' | 'unknown_trigger' | 'over_allowance'; used: number | null }[]>`
-    select * from omb_queue_trigger_test(
+  // The function answers no installation: the one it was given is joined in, to be announced.
+  const queueTest = announcingQueued(deps.db.$client, "select installation from called where outcome = 'queued'");
+  const [row] = await queueTest<{ outcome: 'queued' | 'unknown_trigger' | 'over_allowance'; used: number | null }[]>`omb_queue_trigger_test(
       ${installationId}::uuid, ${trigger.id}::uuid, ${eventId}::text, ${jsonForPostgres(data)}::jsonb,
-      ${now.toISOString()}::timestamptz, ${day}::date, ${deps.testsPerDay}::integer)`;
+      ${now.toISOString()}::timestamptz, ${day}::date, ${deps.testsPerDay}::integer)
+    cross join (select ${installationId}::uuid as installation) caller`;
   if (!row) throw new Error('omb_queue_trigger_test returned no row');
   if (row.outcome === 'unknown_trigger') throw triggerNotFound();
   if (row.outcome === 'over_allowance') {

@@ -44,6 +44,33 @@ export function countingQueueReads(sql: Sql): { sql: Sql; reads: () => number } 
   return { sql: counted, reads: () => reads };
 }
 
+/**
+ * `sql`, recording the text of every statement sent through it (whitespace folded), the LISTEN
+ * connection's heartbeat aside (per process, not per request); `take` answers those recorded
+ * since it was last called.
+ */
+export function countingStatements(sql: Sql): { sql: Sql; take: () => string[] } {
+  let statements: string[] = [];
+  const counted = new Proxy(sql, {
+    apply(target, thisArg, args: unknown[]) {
+      const strings = args[0];
+      if (Array.isArray(strings)) {
+        const text = strings.join('?').replace(/\s+/g, ' ').trim();
+        if (!text.includes('omb_listener_heartbeat')) statements.push(text);
+      }
+      return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args);
+    },
+  }) as Sql;
+  return {
+    sql: counted,
+    take() {
+      const taken = statements;
+      statements = [];
+      return taken;
+    },
+  };
+}
+
 /** The secret test brokers are configured with (`COMPOSIO_WEBHOOK_SECRET`). */
 export const SECRET = 'whsec_test_events_secret_0123456789';
 
