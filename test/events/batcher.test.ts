@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/db/database.js';
 import { IngestBatcher, type TriggerMessageInput } from '../../src/intake/ingest-batcher.js';
@@ -6,6 +7,7 @@ import { createLogger } from '../../src/logger.js';
 import { quotaDay, quotaExceededEventId } from '../../src/queue/broker-events.js';
 import { LogCapture } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { until } from '../support/http.js';
 import { countEvents, installationWithTrigger, type TestTrigger } from './helpers.js';
 
 let database: TestDatabase;
@@ -109,5 +111,28 @@ describe('ingest group commit', () => {
     );
     expect(outcomes.sort()).toEqual(['accepted', 'accepted', 'duplicate']);
     expect(await countEvents(database, trigger.installationId)).toBe(2);
+  });
+
+  it('announces each installation it queued for in the transaction that appends, with no step after the commit', async () => {
+    const [one, two] = [await installationWithTrigger(database), await installationWithTrigger(database)];
+    const heard: string[] = [];
+    const listening = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      await listening.listen('omb_events', (payload) => heard.push(payload));
+      // Nothing but the batch's one statement is sent: no notifier, no second statement.
+      const { sql, statements } = counting(database.sql);
+      const batcher = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+      const rows = await Promise.all(
+        [message(one), message(two), message(one), message(one, { triggerId: 'unknown' })].map((m) => batcher.write(m)),
+      );
+      expect(rows.map((row) => row.outcome)).toEqual(['accepted', 'accepted', 'accepted', 'unknown_trigger']);
+      expect(statements()).toBeLessThanOrEqual(2);
+      await until(() => heard.length >= 2, 5_000, 'the announcements');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Once per installation per transaction (the first message went alone, the rest together).
+      expect([...new Set(heard)].sort()).toEqual([one.installationId, two.installationId].sort());
+    } finally {
+      await listening.end();
+    }
   });
 });

@@ -24,6 +24,8 @@ let sim: Simulator;
 let database: TestDatabase;
 let a: BrokerProcess;
 let b: BrokerProcess;
+/** What both are started with (and a third, started by a test). */
+let env: Record<string, string>;
 
 beforeAll(async () => {
   key = await operatorKey('op-replicas');
@@ -44,7 +46,7 @@ beforeAll(async () => {
   expect(subscription.status).toBe(201);
   const { secret } = (await subscription.json()) as { secret: string };
 
-  const env = {
+  env = {
     DATABASE_URL: database.url,
     COMPOSIO_API_KEY: sim.apiKey,
     COMPOSIO_BASE_URL: sim.origin,
@@ -146,46 +148,116 @@ describe('two broker processes on one database', () => {
 
   it('wake a poll held on one within milliseconds of Composio delivering to the other', async () => {
     const who = await registerOver(a.url);
-    const account = sim.controls.createAccount({
-      userId: composioUserIdFor(who.installationId),
-      toolkit: 'github',
-      alias: 'work',
-      status: 'ACTIVE',
-    });
-
-    // The trigger is made through B; the one Composio delivers to is A.
-    const created = await call(b, 'POST', '/v1/triggers', who.auth, {
-      automationId: 'auto_replicas',
-      toolkit: 'github',
-      triggerSlug: 'GITHUB_COMMIT_EVENT',
-      connectedAccountId: account.id,
-      config: { owner: 'ada', repo: 'engine' },
-    });
-    expect(created.status).toBe(201);
-    expect((await call(a, 'GET', `/v1/triggers/${created.body.id}`, who.auth)).body).toMatchObject({
-      id: created.body.id,
-      status: 'active',
-    });
-    const [row] = await database.sql<
-      { composio_trigger_id: string }[]
-    >`select composio_trigger_id from triggers where id = ${created.body.id}`;
-
+    const trigger = await githubTrigger(who);
     const poll = await waitingPoll(b, who);
     const firedAt = performance.now();
-    const delivery = await sim.controls.fireTrigger(row!.composio_trigger_id, {
-      id: 'c0ffee',
-      message: 'Fix the flux capacitor',
-      author: 'ada',
-    });
-    expect(delivery).toMatchObject({ ok: true, status: 200, url: `${a.url}/v1/webhooks/composio` });
+    const delivery = await fire(trigger.composioTriggerId);
     const woken = await poll.answer;
     expect(woken.status).toBe(200);
     expect(woken.body.events).toEqual([
-      expect.objectContaining({ id: delivery.webhookId, type: 'trigger.event', triggerId: created.body.id, automationId: 'auto_replicas' }),
+      expect.objectContaining({ id: delivery.webhookId, type: 'trigger.event', triggerId: trigger.id, automationId: 'auto_replicas' }),
     ]);
     expect(woken.at - firedAt).toBeLessThan(500);
   });
+
+  it('answer 401 on one within a second of the installation removing itself on the other, though that one knew the token', async () => {
+    const who = await registerOver(a.url);
+    // B serves the installation first, so it knows the token and where the queue stands.
+    expect((await call(b, 'GET', '/v1/me', who.auth)).status).toBe(200);
+    expect((await call(b, 'GET', '/v1/events?wait=0', who.auth)).status).toBe(200);
+    const poll = await waitingPoll(b, who);
+
+    const removed = await call(a, 'DELETE', '/v1/me', who.auth);
+    expect(removed.status).toBe(204);
+    const ended = await poll.answer;
+    expect(ended.status).toBe(401);
+    expect(ended.at - removed.at).toBeLessThan(1000);
+    const refusedAt = await firstAnswered(b, '/v1/events?wait=0', who, 401);
+    expect(refusedAt - removed.at).toBeLessThan(1000);
+    expect((await call(b, 'GET', '/v1/me', who.auth)).status).toBe(401);
+  });
+
+  it('answer 403 on one within a second of an operator disabling the installation on the other, though that one knew the token', async () => {
+    const who = await registerOver(a.url);
+    expect((await call(b, 'GET', '/v1/events?wait=0', who.auth)).status).toBe(200);
+    const disabled = await call(a, 'POST', `/v1/admin/installations/${who.installationId}/disable`, await asOperator());
+    expect(disabled.status).toBe(200);
+    const refusedAt = await firstAnswered(b, '/v1/events?wait=0', who, 403);
+    expect(refusedAt - disabled.at).toBeLessThan(1000);
+    // Re-enabled on A: B lets it in again at once (a disabled installation is never kept in memory).
+    expect((await call(a, 'POST', `/v1/admin/installations/${who.installationId}/enable`, await asOperator())).status).toBe(200);
+    expect((await call(b, 'GET', '/v1/events?wait=0', who.auth)).status).toBe(200);
+  });
+
+  it('lose no event when a process holding a poll is killed: the poll held on the other is woken, and the cursor reads on there', async () => {
+    const who = await registerOver(a.url);
+    const trigger = await githubTrigger(who);
+    const third = await startBroker(env);
+    try {
+      const start = await call(b, 'GET', '/v1/events?wait=0', who.auth);
+      expect(start.status).toBe(200);
+      // Polls held on B (which knows the queue is at its head) and on the third process.
+      const onB = await waitingPoll(b, who);
+      const onThird = call(third, 'GET', `/v1/events?wait=25&cursor=${start.body.cursor}`, who.auth).catch(() => ({ status: 0 }));
+      await until(async () => ((await pollsWaiting(third)) ?? 0) === 1, 10_000, 'the poll waiting on the third process');
+      await third.stop('SIGKILL');
+      expect((await onThird).status).toBe(0);
+
+      const firedAt = performance.now();
+      const delivery = await fire(trigger.composioTriggerId);
+      const woken = await onB.answer;
+      expect(woken.body.events.map((e: { id: string }) => e.id)).toEqual([delivery.webhookId]);
+      expect(woken.at - firedAt).toBeLessThan(1000);
+      // The client of the killed process polls again with the cursor it had, on either process.
+      for (const broker of [a, b]) {
+        const again = await call(broker, 'GET', `/v1/events?wait=0&cursor=${start.body.cursor}`, who.auth);
+        expect(again.body.events.map((e: { id: string }) => e.id)).toEqual([delivery.webhookId]);
+      }
+    } finally {
+      await third.stop('SIGKILL');
+    }
+  });
 });
+
+/** A GitHub trigger of `who`'s, made through B (Composio delivers to A): its id and Composio's. */
+async function githubTrigger(who: Registered): Promise<{ id: string; composioTriggerId: string }> {
+  const account = sim.controls.createAccount({
+    userId: composioUserIdFor(who.installationId),
+    toolkit: 'github',
+    alias: 'work',
+    status: 'ACTIVE',
+  });
+  const created = await call(b, 'POST', '/v1/triggers', who.auth, {
+    automationId: 'auto_replicas',
+    toolkit: 'github',
+    triggerSlug: 'GITHUB_COMMIT_EVENT',
+    connectedAccountId: account.id,
+    config: { owner: 'ada', repo: 'engine' },
+  });
+  expect(created.status).toBe(201);
+  expect((await call(a, 'GET', `/v1/triggers/${created.body.id}`, who.auth)).body).toMatchObject({ id: created.body.id, status: 'active' });
+  const [row] = await database.sql<
+    { composio_trigger_id: string }[]
+  >`select composio_trigger_id from triggers where id = ${created.body.id}`;
+  return { id: created.body.id, composioTriggerId: row!.composio_trigger_id };
+}
+
+/** Composio delivers one commit event of the trigger, to A. */
+async function fire(composioTriggerId: string) {
+  const delivery = await sim.controls.fireTrigger(composioTriggerId, { id: 'c0ffee', message: 'Fix the flux capacitor', author: 'ada' });
+  expect(delivery).toMatchObject({ ok: true, status: 200, url: `${a.url}/v1/webhooks/composio` });
+  return delivery;
+}
+
+/** Requests `path` on `broker` until it is answered `status` (for at most 5 s); when it first was. */
+async function firstAnswered(broker: BrokerProcess, path: string, who: Registered, status: number): Promise<number> {
+  const deadline = performance.now() + 5_000;
+  for (;;) {
+    const answer = await call(broker, 'GET', path, who.auth);
+    if (answer.status === status) return answer.at;
+    if (performance.now() > deadline) throw new Error(`${path} still answered ${answer.status}`);
+  }
+}
 
 describe('background jobs on two processes', () => {
   /** Two sessions of their own, as two broker processes have. */
