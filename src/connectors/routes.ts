@@ -20,7 +20,7 @@ import { Alias, ConnectedAccountId, ToolkitSlug } from './patterns.js';
 export interface ConnectorRoutesDeps {
   database: Database;
   /** Who each token is (the token check of every route here). */
-  installations: Pick<InstallationDirectory, 'authenticate'>;
+  installations: Pick<InstallationDirectory, 'known' | 'authenticate'>;
   composio: ComposioGateway;
   clock: Clock;
   /** Composio-touching requests per installation per minute. */

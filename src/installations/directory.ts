@@ -55,17 +55,22 @@ export class InstallationDirectory {
   }
 
   /**
+   * The installation a bearer token names, when it is known here and may be trusted: the answer
+   * from memory, with no statement (and no promise). Undefined: ask `authenticate`.
+   */
+  known(token: string): Installation | undefined {
+    return TOKEN_PATTERN.test(token) ? this.knownByHash(hashToken(token)) : undefined;
+  }
+
+  /**
    * The installation a bearer token names; `'disabled'` when an operator disabled it; null when
    * the token is unknown.
    */
   async authenticate(token: string): Promise<Installation | 'disabled' | null> {
     if (!TOKEN_PATTERN.test(token)) return null;
     const hash = hashToken(token);
-    const known = this.hearing.epoch === null ? undefined : this.byHash.get(hash);
-    if (known) {
-      this.lastSeen.served(known, Date.now());
-      return known.installation;
-    }
+    const known = this.knownByHash(hash);
+    if (known) return known;
     const epoch = this.hearing.epoch;
     const forgotten = this.forgotten;
     const found = await authenticateHash(this.sql, hash, LAST_SEEN_RESOLUTION_SECONDS);
@@ -73,6 +78,14 @@ export class InstallationDirectory {
       this.remember(hash, { installation: found, seenRecordedAt: Date.now() });
     }
     return found;
+  }
+
+  private knownByHash(hash: string): Installation | undefined {
+    if (this.hearing.epoch === null) return undefined;
+    const known = this.byHash.get(hash);
+    if (!known) return undefined;
+    this.lastSeen.served(known, Date.now());
+    return known.installation;
   }
 
   /** The installation was removed or disabled (here or in another process): its token is asked again. */

@@ -13,7 +13,7 @@ import { requireInstallation } from './guard.js';
 export interface PlanRoutesDeps {
   database: Database;
   /** Who each token is (the token check of every route here). */
-  installations: Pick<InstallationDirectory, 'authenticate'>;
+  installations: Pick<InstallationDirectory, 'known' | 'authenticate'>;
   clock: Clock;
   verifyGrant: GrantVerifier;
 }

@@ -16,7 +16,7 @@ import { perTokenLimit } from './token-limit.js';
 export interface InstallationRoutesDeps {
   database: Database;
   /** Who each token is (the token check of every route here). */
-  installations: Pick<InstallationDirectory, 'authenticate'>;
+  installations: Pick<InstallationDirectory, 'known' | 'authenticate'>;
   clock: Clock;
   quotas: Quotas;
   registrationMode: RegistrationMode;

@@ -12,15 +12,39 @@ const POSITION_BYTES = 8;
 const TAG_BYTES = 8;
 const CURSOR_PATTERN = /^[A-Za-z0-9_-]{22}$/;
 
+/**
+ * The cursors made or read lately, both ways: a poll that finds nothing answers the cursor it was
+ * given, so most cursors are made and read again and again, and each costs a SHA-256 otherwise.
+ * Bounded by being dropped whole once it holds `REMEMBERED` of them.
+ */
+const REMEMBERED = 100_000;
+const cursorOf = new Map<string, string>();
+const positionOf = new Map<string, { readonly installationId: string; readonly position: number }>();
+
+function remember(installationId: string, position: number, cursor: string): void {
+  if (positionOf.size >= REMEMBERED) {
+    cursorOf.clear();
+    positionOf.clear();
+  }
+  cursorOf.set(`${installationId}:${position}`, cursor);
+  positionOf.set(cursor, { installationId, position });
+}
+
 export function encodeCursor(installationId: string, position: number): string {
+  const known = cursorOf.get(`${installationId}:${position}`);
+  if (known !== undefined) return known;
   const bytes = Buffer.alloc(POSITION_BYTES + TAG_BYTES);
   bytes.writeBigUInt64BE(BigInt(position), 0);
   tag(installationId, position).copy(bytes, POSITION_BYTES);
-  return bytes.toString('base64url');
+  const cursor = bytes.toString('base64url');
+  remember(installationId, position, cursor);
+  return cursor;
 }
 
 /** The position a cursor names, or `400 invalid_cursor` for anything this installation never got. */
 export function decodeCursor(installationId: string, cursor: string): number {
+  const known = positionOf.get(cursor);
+  if (known !== undefined && known.installationId === installationId) return known.position;
   if (CURSOR_PATTERN.test(cursor)) {
     const bytes = Buffer.from(cursor, 'base64url');
     // Canonical only: the last character's unused bits must not make a second spelling.
@@ -28,7 +52,10 @@ export function decodeCursor(installationId: string, cursor: string): number {
       const position = bytes.readBigUInt64BE(0);
       if (position <= BigInt(Number.MAX_SAFE_INTEGER)) {
         const value = Number(position);
-        if (tag(installationId, value).equals(bytes.subarray(POSITION_BYTES))) return value;
+        if (tag(installationId, value).equals(bytes.subarray(POSITION_BYTES))) {
+          remember(installationId, value, cursor);
+          return value;
+        }
       }
     }
   }

@@ -17,7 +17,7 @@ import type { QueueRuntime } from './runtime.js';
 export interface EventRoutesDeps {
   database: Database;
   /** Who each token is (the token check of every route here). */
-  installations: Pick<InstallationDirectory, 'authenticate'>;
+  installations: Pick<InstallationDirectory, 'known' | 'authenticate'>;
   events: QueueRuntime;
   /** The longest a poll may wait (`POLL_MAX_WAIT_SECONDS`), whatever it asks for. */
   pollMaxWaitSeconds: number;

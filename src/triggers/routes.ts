@@ -22,7 +22,7 @@ import type { TriggerView } from './view.js';
 export interface TriggerRoutesDeps {
   database: Database;
   /** Who each token is (the token check of every route here). */
-  installations: Pick<InstallationDirectory, 'authenticate'>;
+  installations: Pick<InstallationDirectory, 'known' | 'authenticate'>;
   composio: ComposioGateway;
   clock: Clock;
   /** Composio-touching trigger requests (create, pause/resume, delete) per installation per minute. */

@@ -16,7 +16,7 @@ import type { TriggerTypeCache } from './types.js';
 export interface TriggerTestRoutesDeps {
   database: Database;
   /** Who each token is (the token check of every route here). */
-  installations: Pick<InstallationDirectory, 'authenticate'>;
+  installations: Pick<InstallationDirectory, 'known' | 'authenticate'>;
   clock: Clock;
   events: Pick<QueueRuntime, 'notifier'>;
   types: Pick<TriggerTypeCache, 'peek'>;
