@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
@@ -19,9 +18,11 @@ import {
   type LoadResult,
   line,
   loadFigures,
+  MEMORY_PROBE,
   median,
+  memoryAfterGc,
   percentile,
-  ROOT,
+  residentKib,
   rounded,
   runLoad,
   startChild,
@@ -44,8 +45,6 @@ const WARM_UP_POLLS = 200;
 const WARMUP_MS = 1000;
 const RUN_MS = 5000;
 const METRICS_TOKEN = randomBytes(16).toString('hex');
-/** Lets the bench read a process's memory after a full garbage collection (bench/memory-probe.mjs). */
-const MEMORY_PROBE = `--expose-gc --import ${path.join(ROOT, 'bench/memory-probe.mjs')}`;
 
 interface Seeded {
   installationId: string;
@@ -121,16 +120,6 @@ async function main(): Promise<void> {
         : rounded(held.broker.kibPerRequest / held.plain.kibPerRequest),
   };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
-}
-
-/**
- * Resident memory per held request, or null when it is not a measure of the requests: less than
- * the JS heap they added means the process gave back memory it held for something else between
- * the two readings (the allocator returning what the compiler or the collector's threads had
- * used), which happens in some runs and would land on either side.
- */
-function residentKib(figures: { kibPerRequest: number; heapKibPerRequest: number }): number | null {
-  return figures.kibPerRequest < figures.heapKibPerRequest ? null : rounded(figures.kibPerRequest);
 }
 
 /** Installations with a token and one trigger each, written straight to the database. */
@@ -460,35 +449,4 @@ async function hold(options: {
     otherP99: percentile(times, 99),
     releaseMs: lastAnsweredAt - releasedAt,
   };
-}
-
-/** What bench/memory-probe.mjs reports, in bytes. */
-interface ProbedMemory extends NodeJS.MemoryUsage {
-  /** Anonymous resident memory (`RssAnon`). */
-  anonymous: number;
-  /** The young generation's size, part of `anonymous`. */
-  youngGeneration: number;
-}
-
-/** The process's memory right after a full, compacting garbage collection, as bench/memory-probe.mjs reports it. */
-async function memoryAfterGc(child: Child): Promise<ProbedMemory> {
-  const stderr = child.process.stderr!;
-  const report = new Promise<ProbedMemory>((resolve, reject) => {
-    let text = '';
-    const timer = setTimeout(() => {
-      stderr.off('data', onData);
-      reject(new Error('the process did not report its memory (bench/memory-probe.mjs)'));
-    }, 10_000);
-    const onData = (chunk: Buffer) => {
-      text += chunk.toString('utf8');
-      const match = /omb-memory (\{.*\})\n/.exec(text);
-      if (!match) return;
-      clearTimeout(timer);
-      stderr.off('data', onData);
-      resolve(JSON.parse(match[1]!) as ProbedMemory);
-    };
-    stderr.on('data', onData);
-  });
-  child.process.kill('SIGWINCH');
-  return report;
 }

@@ -22,22 +22,42 @@ export interface Child {
   stop(): Promise<void>;
 }
 
+/** How a child is started beside its entry point and environment. */
+export interface ChildOptions {
+  /** The child's stdout goes to /dev/null (a broker logging every request at `info` writes a lot); stderr is still kept. */
+  discardStdout?: boolean;
+  /** Its open-file limit (`ulimit -n`), for a server holding more sockets than the inherited limit allows. */
+  fileLimit?: number;
+}
+
 /** Runs a TypeScript entry point in its own Node process and waits until `GET readyPath` answers 200. */
-export async function startChild(entry: string, env: Record<string, string>, readyPath = '/health'): Promise<Child> {
+export async function startChild(
+  entry: string,
+  env: Record<string, string>,
+  readyPath = '/health',
+  options: ChildOptions = {},
+): Promise<Child> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const node = [process.execPath, '--import', 'tsx', entry];
+  // `exec`: the child's pid stays the Node process's own (its CPU time and memory are read by pid).
+  const [command, ...args] =
+    options.fileLimit === undefined ? node : ['sh', '-c', `ulimit -n ${Math.floor(options.fileLimit)} && exec "$0" "$@"`, ...node];
+  const child = spawn(command!, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', options.discardStdout ? 'ignore' : 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-20_000)));
+  child.stdout?.on('data', (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-20_000)));
   child.stderr!.on('data', (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-20_000)));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${entry} exited with ${child.exitCode}:\n${output}`);
-    if (Date.now() > deadline) throw new Error(`${entry} did not start:\n${output}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGTERM');
+      throw new Error(`${entry} did not start:\n${output}`);
+    }
     const status = await fetch(`${url}${readyPath}`).then(
       (r) => r.status,
       () => 0,
@@ -174,9 +194,13 @@ export async function benchRun(prefix: string) {
   const startedAt = performance.now();
   const dataDir = await mkdtemp(path.join(tmpdir(), prefix));
   const cleanups: Array<() => Promise<unknown>> = [() => rm(dataDir, { recursive: true, force: true })];
-  const cleanUp = async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-  };
+  // One clean-up, however many ask for it: a bench failing because a signal's clean-up stopped its
+  // servers waits for that clean-up to finish rather than leaving before Postgres is stopped.
+  let cleaning: Promise<void> | undefined;
+  const cleanUp = () =>
+    (cleaning ??= (async () => {
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+    })());
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   }
@@ -261,4 +285,48 @@ export function issueWebhook(
     sender: { login: 'octocat' },
   });
   return { body, headers: signedHeaders(id, body, secret) };
+}
+
+/** Lets the bench read a process's memory after a full garbage collection (bench/memory-probe.mjs): its `NODE_OPTIONS`. */
+export const MEMORY_PROBE = `--expose-gc --import ${path.join(ROOT, 'bench/memory-probe.mjs')}`;
+
+/** What bench/memory-probe.mjs reports, in bytes. */
+export interface ProbedMemory extends NodeJS.MemoryUsage {
+  /** Anonymous resident memory (`RssAnon`). */
+  anonymous: number;
+  /** The young generation's size, part of `anonymous`. */
+  youngGeneration: number;
+}
+
+/** The process's memory right after a full, compacting garbage collection, as bench/memory-probe.mjs reports it. */
+export async function memoryAfterGc(child: Child): Promise<ProbedMemory> {
+  const stderr = child.process.stderr!;
+  const report = new Promise<ProbedMemory>((resolve, reject) => {
+    let text = '';
+    const timer = setTimeout(() => {
+      stderr.off('data', onData);
+      reject(new Error('the process did not report its memory (bench/memory-probe.mjs)'));
+    }, 10_000);
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString('utf8');
+      const match = /omb-memory (\{.*\})\n/.exec(text);
+      if (!match) return;
+      clearTimeout(timer);
+      stderr.off('data', onData);
+      resolve(JSON.parse(match[1]!) as ProbedMemory);
+    };
+    stderr.on('data', onData);
+  });
+  child.process.kill('SIGWINCH');
+  return report;
+}
+
+/**
+ * Resident memory per held request, or null when it is not a measure of the requests: less than
+ * the JS heap they added means the process gave back memory it held for something else between
+ * the two readings (the allocator returning what the compiler or the collector's threads had
+ * used), which happens in some runs and would land on either side.
+ */
+export function residentKib(figures: { kibPerRequest: number; heapKibPerRequest: number }): number | null {
+  return figures.kibPerRequest < figures.heapKibPerRequest ? null : rounded(figures.kibPerRequest);
 }
