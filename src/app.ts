@@ -1,6 +1,13 @@
 import type { Socket } from 'node:net';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+  type preHandlerHookHandler,
+} from 'fastify';
 import { serializerCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -236,10 +243,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
  * not for routes configured `composioCalls: false`.
  */
 function composioCallsPerRequest(app: FastifyInstance, timeoutMs: number): void {
-  app.addHook('preHandler', (request, _reply, done) => {
+  const scope: preHandlerHookHandler = (request, _reply, done) => {
     const installation = request.installation;
-    if (!installation || request.routeOptions.config.composioCalls === false) return done();
+    if (!installation) return done();
     runAsCaller({ flow: `installation:${installation.id}`, deadlineAt: performance.now() + timeoutMs }, done);
+  };
+  // Only on the routes that may call Composio, ahead of their own pre-handlers (as a global hook
+  // would run): a long poll goes through no hook it has no use for.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.composioCalls === false) return;
+    const own = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+    route.preHandler = [scope, ...own];
   });
 }
 
@@ -311,5 +325,8 @@ function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics, logger: Lo
     });
     done();
   });
-  app.addHook('onResponse', async (request, reply) => write(request, reply, null));
+  app.addHook('onResponse', (request, reply, done) => {
+    write(request, reply, null);
+    done();
+  });
 }

@@ -113,9 +113,10 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onRequest', async (_request, reply) => {
-    if (!closing) return;
-    return reply
+  // Not an async hook: a promise per request for a check that is false until shutdown.
+  app.addHook('onRequest', (_request, reply, done) => {
+    if (!closing) return done();
+    void reply
       .code(503)
       .header('connection', 'close')
       .header('retry-after', '1')
