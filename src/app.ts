@@ -21,7 +21,7 @@ import { apiDocs } from './docs/openapi.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { parseJsonBodies } from './http/json.js';
 import { sharedRateLimitStore } from './http/rate-limit-store.js';
-import { isQuietRequest, requestLogger } from './http/request-logger.js';
+import { requestLogger } from './http/request-logger.js';
 import { ErrorBody, json } from './http/responses.js';
 import { validatorCompiler } from './http/validate.js';
 import { planRoutes } from './installations/grant-routes.js';
@@ -42,6 +42,10 @@ import { triggerTestRoutes } from './triggers/test-event-routes.js';
 import { TriggerTypeCache } from './triggers/types.js';
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** Its one request line has been written. */
+    logged: boolean;
+  }
   interface FastifyContextConfig {
     /**
      * `false` on a route that never calls Composio: its requests get no caller scope (a long poll
@@ -108,6 +112,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.decorateRequest('installation', null as unknown as Installation);
+  app.decorateRequest('quiet', false);
+  app.decorateRequest('logged', false);
   const metrics = deps.metrics ?? createMetrics({ defaultMetrics: false });
   // Routes declare zod schemas: input is parsed by them (answering as `parseInput` does), and
   // every answer is written through its schema, so nothing undeclared leaves.
@@ -272,7 +278,6 @@ type Unfinished = 'client_closed' | 'cut_off';
  * cut off keeps the status it was sent with, with `cutOff: true`.
  */
 function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics, logger: Logger): void {
-  const logged = new WeakSet<object>();
   // Each (method, route, status)'s series, found once: 40,000 polls a second observe a handful of them.
   const series = new Map<string, ReturnType<Metrics['httpRequestDuration']['labels']>>();
   const durationOf = (method: string, route: string, status: number) => {
@@ -285,13 +290,13 @@ function logOneLinePerRequest(app: FastifyInstance, metrics: Metrics, logger: Lo
     return child;
   };
   const write = (request: FastifyRequest, reply: FastifyReply, unfinished: Unfinished | null, ip = request.ip) => {
-    if (logged.has(request)) return;
-    logged.add(request);
+    if (request.logged) return;
+    request.logged = true;
     const route = request.routeOptions.url;
     const status = unfinished === 'client_closed' ? CLIENT_CLOSED_STATUS : reply.statusCode;
     durationOf(request.method, route ?? 'unknown', status).observe(reply.elapsedTime / 1000);
     // A quiet request (an empty poll) that went well is counted above and logged only at debug.
-    const quietly = unfinished === null && status < 400 && isQuietRequest(request);
+    const quietly = unfinished === null && status < 400 && request.quiet;
     if (quietly && !logger.isLevelEnabled('debug')) return;
     const line = {
       method: request.method,

@@ -23,7 +23,8 @@ export interface Database {
   /**
    * Resolves when Postgres answers a `select 1` within about a second (`HEALTH_TIMEOUT_MS`, or
    * the database timeout if shorter), on a connection of its own: it never waits behind a busy
-   * or reconnecting pool. Rejects otherwise. Calls made while one is under way share its answer.
+   * or reconnecting pool. Rejects otherwise. Calls made while one is under way share its answer,
+   * and an answer stands for half a second (`PING_FRESH_MS`); a failure is never remembered.
    */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -40,6 +41,13 @@ export const reconnectBackoff = (attempts: number): number => Math.min(0.05 * 2 
 export const DEFAULT_DATABASE_TIMEOUT_MS = 10_000;
 /** Past the statement timeout, how long an answer may still take before the connection is cut. */
 const ANSWER_MARGIN_MS = 1_000;
+/**
+ * A ping answered this recently stands for the next ones: balancers and monitors probe `/health`
+ * often, from every process, and a probe should cost no more than a request does. A failure is
+ * never remembered.
+ */
+export const PING_FRESH_MS = 500;
+
 /** The bound on `ping` (the `/health` probe). */
 export const HEALTH_TIMEOUT_MS = 1_000;
 
@@ -67,15 +75,19 @@ export function openDatabase(options: DatabaseOptions): Database {
   const sql = pool.sql;
   const db = drizzle(sql, { schema });
   let pinging: Promise<void> | undefined;
+  /** When Postgres last answered a ping (`performance.now()`). */
+  let answeredAt = Number.NEGATIVE_INFINITY;
   let closed: Promise<void> | undefined;
   return {
     sql,
     db,
     url: options.url,
     ping() {
+      if (performance.now() - answeredAt < PING_FRESH_MS) return Promise.resolve();
       pinging ??= health.sql`select 1`.then(
         () => {
           pinging = undefined;
+          answeredAt = performance.now();
         },
         (error: unknown) => {
           pinging = undefined;

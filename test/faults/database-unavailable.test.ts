@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/db/database.js';
+import { openDatabase, PING_FRESH_MS } from '../../src/db/database.js';
 import { createLogger } from '../../src/logger.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -59,6 +59,8 @@ describe('Postgres frozen', () => {
     expect((await t.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(200);
     proxy.freeze();
     try {
+      // The last ping's answer stands for PING_FRESH_MS: past it, /health asks again.
+      await new Promise((resolve) => setTimeout(resolve, PING_FRESH_MS));
       const answers = await Promise.all([
         timedInject(t.app, { method: 'GET', url: '/health' }),
         timedInject(t.app, { method: 'GET', url: '/v1/me', headers: auth }),
