@@ -790,6 +790,12 @@ async function pollEachOnce(target: Target, tokens: string[]): Promise<void> {
   agent.destroy();
 }
 
+/** How many of the tokens (the first ones) each server has served: the wait=0 and cycle runs use the first INSTALLATIONS. */
+const served = new Map<string, number>([
+  ['broker', INSTALLATIONS],
+  ['ideal', INSTALLATIONS],
+]);
+
 async function heldFigures(targets: Target[], count: number, tokens: string[], counters: Counters) {
   heading(
     `3. ${fmt.int(count)} held polls (wait=${HELD_WAIT_SECONDS}, one socket each, waves of ${WAVE}); memory after a compacting GC, ` +
@@ -799,8 +805,16 @@ async function heldFigures(targets: Target[], count: number, tokens: string[], c
     `(every installation held has polled each server once before, wait=0, as in steady state where a client's polls come back every ${HELD_WAIT_SECONDS} s: the held polls measure waiting, not first lookups)`,
   );
   const figures: HoldFigures[] = [];
+  const perKnown: Record<string, number | null> = {};
   for (const target of targets) {
+    // What a server keeps per installation it has served (the broker: its token and queue
+    // position), read as the JS heap after a GC before and after serving the new ones once.
+    const newlyServed = count - (served.get(target.name) ?? 0);
+    const before = await memoryAfterGc(target.server);
     await pollEachOnce(target, tokens.slice(0, count));
+    served.set(target.name, Math.max(count, served.get(target.name) ?? 0));
+    const after = await memoryAfterGc(target.server);
+    perKnown[target.name] = newlyServed > 0 ? rounded((after.heapUsed - before.heapUsed) / 1024 / newlyServed, 2) : null;
     const f = await hold(target, count, tokens, counters);
     figures.push(f);
     const resident =
@@ -826,8 +840,16 @@ async function heldFigures(targets: Target[], count: number, tokens: string[], c
     `JS heap ${(b.heapKibPerPoll / i.heapKibPerPoll).toFixed(1)}×`,
     `/health p99 arriving ${(b.healthArriving.p99 / i.healthArriving.p99).toFixed(1)}×, held ${(b.healthHeld.p99 / i.healthHeld.p99).toFixed(1)}×`,
   );
+  if (perKnown.broker != null) {
+    line(
+      'JS heap per installation first served (after a GC)',
+      `broker ${fmt.kib(perKnown.broker)}`,
+      `ideal ${perKnown.ideal == null ? '-' : fmt.kib(perKnown.ideal)} (it loads every token at start)`,
+    );
+  }
   return {
     held: b.held,
+    kibPerKnownInstallation: perKnown.broker ?? null,
     idealHeld: i.held,
     kibPerPoll: b.kibPerPoll,
     idealKibPerPoll: i.kibPerPoll,
