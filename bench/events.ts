@@ -9,6 +9,7 @@ import { IngestBatcher } from '../src/intake/ingest-batcher.js';
 import { createLogger } from '../src/logger.js';
 import { quotaDay, quotaExceededEventId } from '../src/queue/broker-events.js';
 import {
+  benchBrokerEnv,
   benchRun,
   type Child,
   fmt,
@@ -70,13 +71,7 @@ async function main(): Promise<void> {
   const pollSet = installations.slice(INGEST_INSTALLATIONS + LATENCY_SAMPLES * 2);
 
   const brokerEnv = {
-    DATABASE_URL: embedded.url,
-    COMPOSIO_API_KEY: 'ak_bench',
-    COMPOSIO_BASE_URL: 'http://127.0.0.1:9',
-    COMPOSIO_WEBHOOK_SECRET: SECRET,
-    QUOTA_STANDARD: '10000000',
-    QUOTA_PAID: '10000000',
-    METRICS_TOKEN,
+    ...benchBrokerEnv(embedded.url, SECRET, METRICS_TOKEN),
     LOG_LEVEL: 'warn',
   };
   const brokerA = await startChild('src/main.ts', brokerEnv);

@@ -13,6 +13,7 @@ import { applyMigrations } from '../src/db/migrate.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import {
+  benchBrokerEnv,
   benchRun,
   type Child,
   fmt,
@@ -162,14 +163,8 @@ async function main(): Promise<void> {
   const broker = await startChild(
     'src/main.ts',
     {
-      DATABASE_URL: embedded.url,
-      COMPOSIO_API_KEY: 'ak_bench',
-      COMPOSIO_BASE_URL: 'http://127.0.0.1:9',
-      COMPOSIO_WEBHOOK_SECRET: SECRET,
-      QUOTA_STANDARD: '10000000',
-      QUOTA_PAID: '10000000',
+      ...benchBrokerEnv(embedded.url, SECRET, METRICS_TOKEN),
       EVENT_REQUESTS_PER_MINUTE: '100000',
-      METRICS_TOKEN,
       NODE_OPTIONS: MEMORY_PROBE,
     },
     '/health',

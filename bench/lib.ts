@@ -330,3 +330,19 @@ export async function memoryAfterGc(child: Child): Promise<ProbedMemory> {
 export function residentKib(figures: { kibPerRequest: number; heapKibPerRequest: number }): number | null {
   return figures.kibPerRequest < figures.heapKibPerRequest ? null : rounded(figures.kibPerRequest);
 }
+
+/**
+ * What the benches start a broker with: their own Postgres, a Composio nobody answers (no bench
+ * calls it), their webhook secret, quotas no bench reaches, and their metrics token.
+ */
+export function benchBrokerEnv(databaseUrl: string, webhookSecret: string, metricsToken: string): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    COMPOSIO_API_KEY: 'ak_bench',
+    COMPOSIO_BASE_URL: 'http://127.0.0.1:9',
+    COMPOSIO_WEBHOOK_SECRET: webhookSecret,
+    QUOTA_STANDARD: '10000000',
+    QUOTA_PAID: '10000000',
+    METRICS_TOKEN: metricsToken,
+  };
+}
