@@ -201,7 +201,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     db: database.db,
     metrics,
     token: config.metrics.token,
-    sources: { longPollsWaiting: () => events.hub.size },
+    sources: { longPollsWaiting: () => events.hub.size, knownInstallations: () => events.installations.size },
   });
   await app.register(eventRoutes, {
     database,

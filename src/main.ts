@@ -79,7 +79,7 @@ async function main(): Promise<void> {
         sql: database.sql,
         db: database.db,
         metrics,
-        sources: { longPollsWaiting: () => events.hub.size },
+        sources: { longPollsWaiting: () => events.hub.size, knownInstallations: () => events.installations.size },
       });
       closers.push(() => closeServer(metricsServer, config.shutdownGraceMs, logger));
       logger.info({ url: `http://${config.metrics.host}:${config.metrics.port}/metrics` }, 'metrics listening');

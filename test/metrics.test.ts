@@ -108,7 +108,7 @@ describe('/metrics on its own address', () => {
       sql: t.database.sql,
       db: t.database.db,
       metrics,
-      sources: { longPollsWaiting: () => 3 },
+      sources: { longPollsWaiting: () => 3, knownInstallations: () => 7 },
     });
     try {
       const address = server.server.address();
@@ -117,6 +117,7 @@ describe('/metrics on its own address', () => {
       expect(response.status).toBe(200);
       const text = await response.text();
       expect(text).toMatch(/^omb_long_polls_waiting 3$/m);
+      expect(text).toMatch(/^omb_known_installations 7$/m);
       expect(text).toContain('omb_process_cpu_user_seconds_total');
     } finally {
       await server.close();

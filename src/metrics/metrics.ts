@@ -14,6 +14,7 @@ export interface Metrics {
   readonly composioCallDuration: Histogram<'operation' | 'outcome'>;
   /** Set from the long-poll hub when scraped. */
   readonly longPollsWaiting: Gauge;
+  readonly knownInstallations: Gauge;
   /** Set from the database when scraped. */
   readonly queueDepth: Gauge;
   readonly oldestUnacknowledgedAge: Gauge;
@@ -71,6 +72,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     longPollsWaiting: new Gauge({
       name: 'omb_long_polls_waiting',
       help: 'Event polls this process is holding open right now.',
+      registers,
+    }),
+    knownInstallations: new Gauge({
+      name: 'omb_known_installations',
+      help: 'Installations whose token this process knows in memory (KNOWN_INSTALLATIONS_PER_PROCESS at most; 0 while its LISTEN connection is lost).',
       registers,
     }),
     queueDepth: new Gauge({

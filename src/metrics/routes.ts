@@ -12,6 +12,8 @@ import type { Metrics } from './metrics.js';
 export interface MetricsSources {
   /** Long-polls this process holds now. */
   longPollsWaiting: () => number;
+  /** Installations whose token this process knows now. */
+  knownInstallations: () => number;
 }
 
 /** Gauges read when scraped: queue depth and the oldest unacknowledged event, from Postgres. */
@@ -33,6 +35,7 @@ interface MetricsDatabase {
  */
 async function scrape(database: MetricsDatabase, metrics: Metrics, sources: MetricsSources): Promise<string> {
   metrics.longPollsWaiting.set(sources.longPollsWaiting());
+  metrics.knownInstallations.set(sources.knownInstallations());
   try {
     await Promise.all([refreshQueueGauges(database.sql, metrics), refreshTriggerGauge(database.db, metrics)]);
     metrics.databaseUp.set(1);

@@ -27,11 +27,6 @@ export class QueueKnowledge {
     private readonly capacity = 1_000_000,
   ) {}
 
-  /** How many installations' queues are known (for metrics). */
-  get size(): number {
-    return this.queues.size;
-  }
-
   /** Taken before a read of the installation's queue; handed back with what the read found. */
   ticket(installationId: string): Ticket | null {
     const epoch = this.hearing.epoch;
