@@ -1,5 +1,4 @@
 import closeWithGrace from 'close-with-grace';
-import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
@@ -16,6 +15,7 @@ import { noteOperatorKeys } from './operators/audit.js';
 import { startAuditRetentionJob } from './operators/audit-retention.js';
 import { startRetentionJob } from './retention/retention.js';
 import { createEventsRuntime } from './runtime.js';
+import { CLOSE_MARGIN_MS, closeServer } from './shutdown.js';
 import { startSandbox, type TriggerOwner } from './sim/index.js';
 import { startReconcileJob } from './triggers/reconcile-job.js';
 import { startReconnectJob } from './triggers/reconnect-job.js';
@@ -231,30 +231,6 @@ function watchParent(logger: Logger, shutDown: () => void): NodeJS.Timeout {
 }
 
 const PARENT_CHECK_MS = 1000;
-
-/** After SHUTDOWN_GRACE_MS: time enough to close the pool (5 s at most) and stop the embedded Postgres. */
-const CLOSE_MARGIN_MS = 15_000;
-
-/**
- * Stops the HTTP server within `graceMs`. Fastify answers the waiting polls and stops accepting
- * at once, but Node closes only the connections idle at that moment: a keep-alive connection
- * whose request finishes later would hold the close open until its keep-alive timeout. So idle
- * connections are closed as they appear, and whatever still runs at the deadline is cut off,
- * leaving time to close the database and the embedded Postgres properly.
- */
-async function closeServer(app: FastifyInstance, graceMs: number, logger: Logger): Promise<void> {
-  const closeIdle = setInterval(() => app.server.closeIdleConnections(), 50);
-  const deadline = setTimeout(() => {
-    logger.warn({ graceMs }, 'requests still running at the end of SHUTDOWN_GRACE_MS; closing their connections');
-    app.server.closeAllConnections();
-  }, graceMs);
-  try {
-    await app.close();
-  } finally {
-    clearInterval(closeIdle);
-    clearTimeout(deadline);
-  }
-}
 
 /**
  * The gateway to Composio: the real project with a key, otherwise sandbox mode — the built-in
