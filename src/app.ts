@@ -195,7 +195,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const stopCountingWebhooks = events.outcomes.subscribe((outcome) => metrics.webhooks.inc({ outcome }));
-  app.addHook('onClose', async () => stopCountingWebhooks());
+  // Every event queued, whichever path queued it (webhooks, test events, the reconciliation's stops).
+  const stopCountingQueued = events.notifier.onQueued((type) => metrics.eventsQueued.inc({ type }));
+  app.addHook('onClose', async () => {
+    stopCountingWebhooks();
+    stopCountingQueued();
+  });
   await app.register(metricsRoutes, {
     sql: database.sql,
     db: database.db,
@@ -219,7 +224,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     secrets: config.composio.webhookSecrets,
     badWebhooksPerMinute: config.limits.badWebhooksPerMinute,
     counters,
-    onQueued: (type) => metrics.eventsQueued.inc({ type }),
   });
   await app.register(triggerTestRoutes, {
     database,
@@ -228,7 +232,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     events,
     types: triggerTypes,
     testsPerDay: config.events.testsPerDay,
-    onQueued: (type) => metrics.eventsQueued.inc({ type }),
   });
   await app.register(planRoutes, { database, installations, clock: deps.clock, verifyGrant });
   await app.register(adminRoutes, {

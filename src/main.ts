@@ -117,7 +117,6 @@ async function main(): Promise<void> {
       timeoutMs: config.composio.timeoutMs,
       notifier: events.notifier,
       onRepair: (kind) => metrics.triggerRepairs.inc({ kind }),
-      onQueued: (type) => metrics.eventsQueued.inc({ type }),
     });
     closers.push(() => reconcile.stop());
 

@@ -3,7 +3,7 @@ import type { Database, Sql } from '../db/database.js';
 import { storableJsonText, writtenOutLength } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
 import { quotaDay, quotaExceededEventId } from '../queue/broker-events.js';
-import { announcingQueued } from '../queue/notifier.js';
+import { announcingQueued, type EventNotifier } from '../queue/notifier.js';
 import type { QueuedEventType } from '../queue/queue.js';
 import type { IngestBatcher } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';
@@ -12,10 +12,8 @@ export interface IngestDeps {
   readonly database: Database;
   readonly quotas: Quotas;
   readonly batcher: IngestBatcher;
-  /** Wakes the installation's waiting polls in this process once an append has committed (the others hear the append's own announcement). */
-  readonly notifier: { committed(installationId: string): void };
-  /** Told the type of every event queued (for metrics). */
-  readonly onQueued?: (type: QueuedEventType) => void;
+  /** Told of every event queued, once committed: wakes the installation's polls here and counts it. */
+  readonly notifier: Pick<EventNotifier, 'queued'>;
 }
 
 export interface IngestResult {
@@ -42,10 +40,7 @@ export interface WebhookInput {
  */
 export async function ingestWebhookEvent(deps: IngestDeps, input: WebhookInput): Promise<IngestResult> {
   const result = await route(deps, input);
-  if (result.queued && result.installationId) {
-    deps.notifier.committed(result.installationId);
-    deps.onQueued?.(result.queued);
-  }
+  if (result.queued && result.installationId) deps.notifier.queued(result.installationId, result.queued);
   return result;
 }
 

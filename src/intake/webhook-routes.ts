@@ -5,7 +5,6 @@ import type { SharedCounters } from '../db/counters.js';
 import type { Database } from '../db/database.js';
 import { describedHeaders, json, refusal, refusals } from '../http/responses.js';
 import type { Quotas } from '../plans/plan.js';
-import type { QueuedEventType } from '../queue/queue.js';
 import type { QueueRuntime } from '../queue/runtime.js';
 import { FailureLimiter } from './failure-limiter.js';
 import { WEBHOOK_OUTCOMES, type WebhookOutcome } from './outcomes.js';
@@ -23,11 +22,7 @@ export interface WebhookRoutesDeps {
   badWebhooksPerMinute: number;
   /** Where bad signatures are counted, shared by every broker process. */
   counters: SharedCounters;
-  /** Told the type of every event appended to a queue (for metrics). */
-  onQueued?: (type: QueuedEventType) => void;
 }
-
-export type { QueuedEventType } from '../queue/queue.js';
 
 /** Trigger payloads can be large (a whole e-mail); bigger than the API's JSON limit. */
 const WEBHOOK_BODY_LIMIT = 1024 * 1024;
@@ -79,7 +74,6 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookRoutesDep
       quotas: deps.quotas,
       batcher: events.batcher,
       notifier: events.notifier,
-      onQueued: deps.onQueued,
     },
   };
   const stopWatching = events.onWebhookSecretsChanged(() => void book.reload());

@@ -2,6 +2,7 @@ import type { Row } from 'postgres';
 import type { Sql } from '../db/database.js';
 import type { EventHub } from './hub.js';
 import type { QueueKnowledge } from './knowledge.js';
+import type { QueuedEventType } from './queue.js';
 
 /** Something was appended to the installation's queue (the payload is its id). */
 export const EVENTS_CHANNEL = 'omb_events';
@@ -40,20 +41,34 @@ export function announcingQueued(sql: Sql, queuedRows = QUEUED_ROWS) {
   };
 }
 
+/** What is told of each event queued: its type (the metrics count them). */
+export type QueuedListener = (type: QueuedEventType) => void;
+
 /**
- * This process's side of an append that committed: the installation's waiting polls here are
- * woken at once (the others, and these again, hear the announcement the append's own
- * transaction sent), and what this process knew of the queue's head is dropped.
+ * This process's side of an event queued: the one step every path that queues an event (webhook
+ * ingest, a test event, a stop the reconciliation found) takes once the append committed. What
+ * this process knew of the queue's head is dropped, its waiting polls here are woken at once (the
+ * others, and these again, hear the announcement the append's own transaction sent), and the
+ * listeners (the metrics) are told its type.
  */
 export class EventNotifier {
+  private readonly listeners = new Set<QueuedListener>();
+
   constructor(
     private readonly hub: EventHub,
     private readonly knowledge: QueueKnowledge,
   ) {}
 
-  /** An append for this installation has committed. */
-  committed(installationId: string): void {
+  /** An event of `type` was queued for this installation, and committed. */
+  queued(installationId: string, type: QueuedEventType): void {
     this.knowledge.heard(installationId);
     this.hub.wake(installationId);
+    for (const listener of this.listeners) listener(type);
+  }
+
+  /** Calls `listener` for every event queued from now on; the answer stops it. */
+  onQueued(listener: QueuedListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 }

@@ -12,6 +12,7 @@ import type { Db, Sql } from '../db/database.js';
 import { composioUserIdFor } from '../installations/tokens.js';
 import { ingestTriggerDisabled } from '../intake/ingest.js';
 import { foundDisabledEventId } from '../queue/broker-events.js';
+import type { EventNotifier } from '../queue/notifier.js';
 import { composioTriggerConfig } from './composio-config.js';
 import {
   allTriggerRows,
@@ -85,10 +86,9 @@ export interface ReconcileDeps {
   /** Bound on each call, as for requests (`COMPOSIO_TIMEOUT_MS`). */
   readonly timeoutMs: number;
   readonly graceMs?: number;
-  /** Wakes the waiting polls of an installation that got a `trigger.disabled`. */
-  readonly notifier?: { committed(installationId: string): void };
+  /** Told of a `trigger.disabled` queued: wakes the installation's polls here and counts it (every process hears the append's own announcement). */
+  readonly notifier?: Pick<EventNotifier, 'queued'>;
   readonly onRepair?: (kind: RepairKind) => void;
-  readonly onQueued?: (type: 'trigger.disabled') => void;
 }
 
 export interface ReconcileRun {
@@ -287,10 +287,7 @@ async function announceStop(deps: ReconcileDeps, row: TriggerRow, reason: string
     reason,
     receivedAt: new Date(),
   });
-  if (result.queued && result.installationId) {
-    deps.notifier?.committed(result.installationId);
-    deps.onQueued?.('trigger.disabled');
-  }
+  if (result.queued && result.installationId) deps.notifier?.queued(result.installationId, 'trigger.disabled');
   return result.outcome === 'accepted';
 }
 

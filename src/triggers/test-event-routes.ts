@@ -6,7 +6,6 @@ import type { Database } from '../db/database.js';
 import { installationToken, json, refusal, refusals } from '../http/responses.js';
 import type { InstallationDirectory } from '../installations/directory.js';
 import { requireInstallation } from '../installations/guard.js';
-import type { QueuedEventType } from '../queue/queue.js';
 import type { QueueRuntime } from '../queue/runtime.js';
 import { triggerNotFound } from './errors.js';
 import { isTriggerId } from './input.js';
@@ -21,7 +20,6 @@ export interface TriggerTestRoutesDeps {
   events: Pick<QueueRuntime, 'notifier'>;
   types: Pick<TriggerTypeCache, 'peek'>;
   testsPerDay: number;
-  onQueued?: (type: QueuedEventType) => void;
 }
 
 const IdParams = z.object({ id: z.string().meta({ format: 'uuid' }) });
@@ -67,7 +65,6 @@ export async function triggerTestRoutes(server: FastifyInstance, deps: TriggerTe
           types: deps.types,
           notifier: deps.events.notifier,
           testsPerDay: deps.testsPerDay,
-          ...(deps.onQueued ? { onQueued: deps.onQueued } : {}),
         },
         request.installation.id,
         request.params.id.toLowerCase(),

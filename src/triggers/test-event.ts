@@ -2,8 +2,7 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { jsonForPostgres } from '../intake/ingest.js';
 import { quotaDay, triggerTestEventId } from '../queue/broker-events.js';
-import { announcingQueued } from '../queue/notifier.js';
-import type { QueuedEventType } from '../queue/queue.js';
+import { announcingQueued, type EventNotifier } from '../queue/notifier.js';
 import { triggerNotFound } from './errors.js';
 import { findTrigger } from './store.js';
 import { samplePayload, type TriggerTypeCache } from './types.js';
@@ -12,11 +11,10 @@ export interface TriggerTestDeps {
   readonly db: Db;
   /** Where the sample comes from: only a type this process already holds, never a Composio call. */
   readonly types: Pick<TriggerTypeCache, 'peek'>;
-  /** Wakes the installation's waiting polls in this process once the append committed (the others hear the append's own announcement). */
-  readonly notifier: { committed(installationId: string): void };
+  /** Told of the event queued, once committed: wakes the installation's polls here and counts it. */
+  readonly notifier: Pick<EventNotifier, 'queued'>;
   /** `trigger.test` events each installation may queue per UTC day (`TRIGGER_TESTS_PER_DAY`). */
   readonly testsPerDay: number;
-  readonly onQueued?: (type: QueuedEventType) => void;
 }
 
 export interface TriggerTestResult {
@@ -58,7 +56,6 @@ export async function queueTriggerTest(
       { 'retry-after': String(Math.max(1, Math.ceil((resetsAt.getTime() - now.getTime()) / 1000))) },
     );
   }
-  deps.notifier.committed(installationId);
-  deps.onQueued?.('trigger.test');
+  deps.notifier.queued(installationId, 'trigger.test');
   return { eventId, remainingToday: Math.max(0, deps.testsPerDay - (row.used ?? deps.testsPerDay)) };
 }

@@ -22,8 +22,12 @@ function recordingIngest() {
     database,
     quotas: { standard: 1, paid: 2 },
     batcher: new IngestBatcher(database.sql, createLogger('silent')),
-    notifier: { committed: (installationId) => woken.push(installationId) },
-    onQueued: (type) => queued.push(type),
+    notifier: {
+      queued: (installationId, type) => {
+        woken.push(installationId);
+        queued.push(type);
+      },
+    },
   };
   return { deps, woken, queued };
 }

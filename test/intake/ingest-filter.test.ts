@@ -29,7 +29,7 @@ function countingIngest() {
         return batcher.write(input);
       },
     }),
-    notifier: { committed: () => {} },
+    notifier: { queued: () => {} },
   };
   return { deps, writes };
 }
