@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../db/database.js';
 import { isDatabaseUnavailable } from '../http/errors.js';
+import type { QueuedEventType } from '../queue/event.js';
 import { announcingQueued } from '../queue/notifier.js';
-import type { QueuedEventType } from '../queue/queue.js';
 import type { WebhookOutcome } from './outcomes.js';
 
 /** One trigger message as the ingest functions take it (migrations/functions/omb_ingest_trigger_alone.sql). */

@@ -3,8 +3,8 @@ import type { Database, Sql } from '../db/database.js';
 import { storableJsonText, writtenOutLength } from '../http/json-limits.js';
 import type { Quotas } from '../plans/plan.js';
 import { quotaDay, quotaExceededEventId } from '../queue/broker-events.js';
+import type { QueuedEventType } from '../queue/event.js';
 import { announcingQueued, type EventNotifier } from '../queue/notifier.js';
-import type { QueuedEventType } from '../queue/queue.js';
 import type { IngestBatcher } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';
 

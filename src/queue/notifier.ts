@@ -1,8 +1,8 @@
 import type { Row } from 'postgres';
 import type { Sql } from '../db/database.js';
+import type { QueuedEventType } from './event.js';
 import type { EventHub } from './hub.js';
 import type { QueueKnowledge } from './knowledge.js';
-import type { QueuedEventType } from './queue.js';
 
 /** Something was appended to the installation's queue (the payload is its id). */
 export const EVENTS_CHANNEL = 'omb_events';

@@ -4,9 +4,10 @@ import { unauthorized } from '../errors.js';
 import { isDatabaseUnavailable } from '../http/errors.js';
 import { installationDisabled } from '../installations/disable.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
+import type { QueuedEvent } from './event.js';
 import type { EventHub, Sleeper, Wait, WakeReason } from './hub.js';
 import type { QueueKnowledge } from './knowledge.js';
-import { acknowledge, type QueuedEvent, type QueueSlice, readQueue } from './queue.js';
+import { acknowledge, type QueueSlice, readQueue } from './queue.js';
 
 export interface PollAnswer {
   readonly events: QueuedEvent[];

@@ -1,27 +1,6 @@
 import type { Sql } from '../db/database.js';
 import { badRequest } from '../errors.js';
-
-/** What an installation's queue holds. Each shape is built by the database function that queues it. */
-export type QueuedEventType = 'trigger.event' | 'trigger.test' | 'connection.expired' | 'trigger.disabled' | 'quota.exceeded';
-
-/** One event as an installation receives it. */
-export interface QueuedEvent {
-  readonly id: string;
-  readonly type: QueuedEventType;
-  readonly triggerId: string | null;
-  readonly automationId: string | null;
-  readonly toolkit: string | null;
-  readonly triggerSlug: string | null;
-  readonly connectedAccountId: string | null;
-  readonly receivedAt: string;
-  /**
-   * The event's data as JSON text, as Postgres prints it: handed to the app as it is, never parsed
-   * here, where a number beyond a double (`1e400`, a 30-digit id) would be rounded or become null.
-   */
-  readonly dataJson: string;
-  /** Present (true) on `trigger.test` events only: sent by `POST /v1/triggers/{id}/test`, not by the app. */
-  readonly test?: true;
-}
+import { eventOfRow, type QueuedEvent, type QueueRow } from './event.js';
 
 /** A run of an installation's queue after some position. */
 export interface QueueSlice {
@@ -34,21 +13,6 @@ export interface QueueSlice {
   readonly last: number;
   /** Events after the starting position were already removed by retention. */
   readonly gap: boolean;
-}
-
-interface SliceRow {
-  after: string;
-  last: string;
-  position: string | null;
-  id: string | null;
-  type: QueuedEvent['type'] | null;
-  trigger_id: string | null;
-  automation_id: string | null;
-  toolkit: string | null;
-  trigger_slug: string | null;
-  connected_account_id: string | null;
-  received_at: string | null;
-  data: string | null;
 }
 
 /**
@@ -91,7 +55,7 @@ async function readSlice(
   recentDaysOnly: boolean,
 ): Promise<{ slice: QueueSlice; whole: boolean } | null> {
   // `data` as text: the answer carries it as Postgres wrote it (see QueuedEvent.dataJson).
-  const rows = await sql<SliceRow[]>`
+  const rows = await sql<QueueRow[]>`
     select after, last, "position", id, type, trigger_id, automation_id, toolkit, trigger_slug, connected_account_id, received_at,
            data::text as data
       from omb_read_queue(${installationId}::uuid, ${options.after}::bigint, ${options.limit}::int, ${recentDaysOnly}::boolean)`;
@@ -107,18 +71,7 @@ async function readSlice(
     const position = Number(row.position);
     if (position !== through + 1) gap = true;
     through = position;
-    events.push({
-      id: row.id!,
-      type: row.type!,
-      triggerId: row.trigger_id,
-      automationId: row.automation_id,
-      toolkit: row.toolkit,
-      triggerSlug: row.trigger_slug,
-      connectedAccountId: row.connected_account_id,
-      receivedAt: new Date(row.received_at!).toISOString(),
-      dataJson: row.data!,
-      ...(row.type === 'trigger.test' ? { test: true as const } : {}),
-    });
+    events.push(eventOfRow(row));
   }
   // Nothing served although the queue goes further: everything after `after` is gone.
   if (events.length === 0 && last > after) gap = true;

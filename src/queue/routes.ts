@@ -6,12 +6,12 @@ import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
 import { PerProcessLimit } from '../http/process-limit.js';
 import { quietRequest } from '../http/request-logger.js';
-import { empty, installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
+import { empty, installationToken, json, refusal, refusals } from '../http/responses.js';
 import type { InstallationDirectory } from '../installations/directory.js';
 import { requireInstallation } from '../installations/guard.js';
 import { decodeCursor } from './cursor.js';
+import { EventSchema, eventJson } from './event.js';
 import { acknowledgeUpTo, type PollAnswer, pollEvents } from './poll.js';
-import type { QueuedEvent } from './queue.js';
 import type { QueueRuntime } from './runtime.js';
 
 export interface EventRoutesDeps {
@@ -52,32 +52,9 @@ const PollQuery = z.object({
 
 const AckBody = z.strictObject({ cursor: z.string().min(1).max(64) });
 
-const Event = z
-  .object({
-    id: z
-      .string()
-      .describe(
-        'The `webhook-id` of the delivery (stable across redeliveries), or a broker-made id (`omb:…`) for `quota.exceeded`, `trigger.test` and a `trigger.disabled` the reconciliation found.',
-      ),
-    type: z.enum(['trigger.event', 'trigger.test', 'connection.expired', 'trigger.disabled', 'quota.exceeded']),
-    triggerId: z.string().nullable().meta({ format: 'uuid' }),
-    automationId: z.string().nullable(),
-    toolkit: z.string().nullable(),
-    triggerSlug: z.string().nullable(),
-    connectedAccountId: z.string().nullable(),
-    receivedAt: timestamp(),
-    data: z
-      .unknown()
-      .describe(
-        "`trigger.event`: the trigger's payload as Composio sent it. `trigger.test`: a sample payload of the trigger's type (`{}` when this broker does not hold the type), queued by `POST /v1/triggers/{id}/test`. `connection.expired`: `{connectedAccountId, toolkit, triggers: [{triggerId, automationId, triggerSlug}]}`. `trigger.disabled` (outside the quota): Composio stopped the trigger named by the event's `triggerId` by itself, `{reason, status}` — `reason` as Composio gave it (`connection_expired`, `subscription_auth_failure`, `subscription_refresh_failure`, `polling_failure_in_composio_infra`, or another Composio may add), `status` what the trigger now shows (`needs_reconnect` for `connection_expired`, else `disabled_by_composio`). `quota.exceeded`: `{day, eventsPerDay, resetsAt}`.",
-      ),
-    test: z.literal(true).optional().describe('Present on `trigger.test` events only: a test, not something that happened in the app.'),
-  })
-  .meta({ id: 'Event' });
-
 const EventBatch = z
   .object({
-    events: z.array(Event),
+    events: z.array(EventSchema.meta({ id: 'Event' })),
     cursor: z.string().describe('Opaque. Pass it to the next poll to acknowledge these events and read on.'),
     gap: z.literal(true).optional().describe('Present when events after the starting position were already removed by retention.'),
   })
@@ -183,28 +160,8 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   });
 }
 
-/**
- * A poll's answer as JSON text, in the shape `EventBatch` declares. Each event's `data` is spliced
- * in as Postgres printed it, so the app receives what Composio sent: JSON.parse and JSON.stringify
- * would turn `1e400` into `null` and round a 30-digit number. Every other field is written by
- * JSON.stringify, named one by one, so nothing undeclared leaves.
- */
+/** A poll's answer as JSON text, in the shape `EventBatch` declares (each event: `eventJson`). */
 export function pollAnswerJson(answer: PollAnswer): string {
   const events = answer.events.map(eventJson).join(',');
   return `{"events":[${events}],"cursor":${JSON.stringify(answer.cursor)}${answer.gap ? ',"gap":true' : ''}}`;
-}
-
-function eventJson(event: QueuedEvent): string {
-  const fields = JSON.stringify({
-    id: event.id,
-    type: event.type,
-    triggerId: event.triggerId,
-    automationId: event.automationId,
-    toolkit: event.toolkit,
-    triggerSlug: event.triggerSlug,
-    connectedAccountId: event.connectedAccountId,
-    receivedAt: event.receivedAt,
-    ...(event.test ? { test: true } : {}),
-  });
-  return `${fields.slice(0, -1)},"data":${event.dataJson}}`;
 }

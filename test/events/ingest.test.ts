@@ -4,7 +4,7 @@ import type { WebhookEvent } from '../../src/composio/webhook-events.js';
 import { type IngestDeps, ingestWebhookEvent } from '../../src/intake/ingest.js';
 import { IngestBatcher } from '../../src/intake/ingest-batcher.js';
 import { createLogger } from '../../src/logger.js';
-import type { QueuedEventType } from '../../src/queue/queue.js';
+import type { QueuedEventType } from '../../src/queue/event.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { installationWithTrigger, parsedTriggerMessage, payloadJsonOf, type TestTrigger } from './helpers.js';
 
