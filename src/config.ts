@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { DEFAULT_DATABASE_TIMEOUT_MS } from './db/database.js';
 import { RESTART_FOR_MS } from './db/embedded.js';
 
 /**
@@ -27,6 +28,18 @@ const httpUrl = z
  * rather than silently capped by the route.
  */
 export const POLL_WAIT_CAP_SECONDS = 25;
+
+/*
+ * Defaults that code outside the configuration also falls back on (a module used without the
+ * broker's configuration, as the tests use it): written once, here for the features above it
+ * and in db/ for the database's (`DEFAULT_DATABASE_TIMEOUT_MS`, `RESTART_FOR_MS`).
+ */
+/** `POLLS_PER_INSTALLATION` */
+export const DEFAULT_POLLS_PER_INSTALLATION = 4;
+/** `LISTENER_HEARTBEAT_MS` */
+export const DEFAULT_LISTENER_HEARTBEAT_MS = 10_000;
+/** `EVENT_REQUESTS_PER_MINUTE` */
+export const DEFAULT_EVENT_REQUESTS_PER_MINUTE = 300;
 
 /** proxy-addr's names for address ranges, which Fastify's `trustProxy` also takes. */
 const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
@@ -120,7 +133,7 @@ export const EnvSchema = z.object({
     .default(12)
     .describe('connections per broker process (two more are kept: one for `LISTEN`, one for `/health`)'),
   DATABASE_TIMEOUT_MS: int(100, 600_000)
-    .default(10_000)
+    .default(DEFAULT_DATABASE_TIMEOUT_MS)
     .describe(
       'bound on every use of the database from being asked to being done: waiting for a free pool connection or for Postgres to come back, and the statement itself (`statement_timeout`; a transaction is bounded until it starts, then statement by statement). Also bounds connecting and waiting for any answer over plain TCP. Past it the request gets `503 database_unavailable` with `retry-after` instead of being held, and what it was waiting for never runs. `/health` probes on a connection of its own, bounded to 1 s (or this, if shorter)',
     ),
@@ -187,12 +200,12 @@ export const EnvSchema = z.object({
     .default(30)
     .describe('`GET /v1/me` per installation token (the app checks in at each start; `429` beyond, counted before the token is looked up)'),
   EVENT_REQUESTS_PER_MINUTE: int(1, 1_000_000)
-    .default(300)
+    .default(DEFAULT_EVENT_REQUESTS_PER_MINUTE)
     .describe(
       "polls per installation per broker process, and apart from them acknowledgements (`429` beyond); counted in each process's memory, so across N processes an installation gets at most N times this",
     ),
   POLLS_PER_INSTALLATION: int(1, 1000)
-    .default(4)
+    .default(DEFAULT_POLLS_PER_INSTALLATION)
     .describe('waiting polls one installation may hold per process; a further poll answers the oldest at once'),
   KNOWN_INSTALLATIONS_PER_PROCESS: int(1_000, 100_000_000)
     .default(1_000_000)
@@ -200,7 +213,7 @@ export const EnvSchema = z.object({
       'installations whose token and queue position each broker process keeps in memory, so that their polls and token checks cost no statement (0.4–0.8 KiB each, measured by `npm run bench:idle`); past it the one learnt the longest ago is forgotten and its next request is looked up again',
     ),
   LISTENER_HEARTBEAT_MS: int(1_000, 600_000)
-    .default(10_000)
+    .default(DEFAULT_LISTENER_HEARTBEAT_MS)
     .describe(
       'how often each broker process checks its `LISTEN` connection by notifying itself through the pool: one dropped without a word (a NAT or balancer timing it out) is noticed and opened again within about twice this. A connection that closes is opened again at once, whatever this is',
     ),

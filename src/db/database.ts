@@ -37,7 +37,7 @@ export interface Database {
  */
 export const reconnectBackoff = (attempts: number): number => Math.min(0.05 * 2 ** attempts, 2);
 
-/** `DATABASE_TIMEOUT_MS` when not given. */
+/** `DATABASE_TIMEOUT_MS` when not given (config.ts takes it as the setting's default). */
 export const DEFAULT_DATABASE_TIMEOUT_MS = 10_000;
 /** Past the statement timeout, how long an answer may still take before the connection is cut. */
 const ANSWER_MARGIN_MS = 1_000;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { DEFAULT_LISTENER_HEARTBEAT_MS } from '../config.js';
 import type { Sql } from '../db/database.js';
 
 /** A notification's payload; receivers treat it only as a hint to read the database again. */
@@ -79,7 +80,7 @@ export class NotificationListener {
     /** Opens a client of its own for listening, with `options` (it holds one connection). */
     private readonly connect: (options: ListenClientOptions) => Sql,
     private readonly log: Logger,
-    private readonly heartbeatMs = 10_000,
+    private readonly heartbeatMs = DEFAULT_LISTENER_HEARTBEAT_MS,
   ) {}
 
   /** Calls `handler` with each notification on `channel`. Channels are registered before `start`. */

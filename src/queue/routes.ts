@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, preValidationHookHandler } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { POLL_WAIT_CAP_SECONDS } from '../config.js';
+import { DEFAULT_POLLS_PER_INSTALLATION, POLL_WAIT_CAP_SECONDS } from '../config.js';
 import type { Database } from '../db/database.js';
 import { unauthorized } from '../errors.js';
 import { PerProcessLimit } from '../http/process-limit.js';
@@ -44,10 +44,12 @@ const decimal = (min: number, max: number) =>
 
 const PollQuery = z.object({
   cursor: z.string().min(1).max(64).optional(),
-  limit: decimal(1, 100).default(DEFAULT_POLL_LIMIT).describe('How many events at most (1–100, decimal; default 50).'),
+  limit: decimal(1, 100).default(DEFAULT_POLL_LIMIT).describe(`How many events at most (1–100, decimal; default ${DEFAULT_POLL_LIMIT}).`),
   wait: decimal(0, MAX_WAIT_SECONDS)
     .default(MAX_WAIT_SECONDS)
-    .describe('Seconds to wait when nothing is queued (0–25, decimal; default 25; capped by `POLL_MAX_WAIT_SECONDS`).'),
+    .describe(
+      `Seconds to wait when nothing is queued (0–${MAX_WAIT_SECONDS}, decimal; default ${MAX_WAIT_SECONDS}; capped by \`POLL_MAX_WAIT_SECONDS\`).`,
+    ),
 });
 
 const AckBody = z.strictObject({ cursor: z.string().min(1).max(64) });
@@ -79,7 +81,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     summary: "Long-poll the installation's events",
     description:
       'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits, and with `401` when it is removed (`DELETE /v1/me`).\n\n' +
-      'An installation may hold 4 waiting polls (`POLLS_PER_INSTALLATION`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation (`EVENT_REQUESTS_PER_MINUTE`, `429` beyond).',
+      `An installation may hold ${DEFAULT_POLLS_PER_INSTALLATION} waiting polls (\`POLLS_PER_INSTALLATION\`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation (\`EVENT_REQUESTS_PER_MINUTE\`, \`429\` beyond).`,
     security: installationToken,
     querystring: PollQuery,
     response: {

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import postgres from 'postgres';
+import { DEFAULT_POLLS_PER_INSTALLATION } from '../config.js';
 import type { Database, Sql } from '../db/database.js';
 import { INSTALLATION_REMOVED_CHANNEL } from '../installations/deletion.js';
 import { InstallationDirectory } from '../installations/directory.js';
@@ -31,9 +32,6 @@ export interface QueueRuntime {
   /** Stops listening and writes back what is pending; before the database closes. */
   stop(): Promise<void>;
 }
-
-/** `POLLS_PER_INSTALLATION`'s default: waiting polls one installation may hold. */
-export const DEFAULT_POLLS_PER_INSTALLATION = 4;
 
 export function createQueueRuntime(options: {
   database: Pick<Database, 'sql' | 'url'>;
