@@ -122,7 +122,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   parseJsonBodies(app);
   logOneLinePerRequest(app, metrics, logger);
-  // Every limit counts in Postgres, so it holds whatever the number of broker processes.
+  // Every limit but the event routes' (counted per process, see queue/routes.ts) counts in Postgres,
+  // so it holds whatever the number of broker processes.
   const counters = sharedCounters(database.sql);
   await app.register(rateLimit, { global: false, store: sharedRateLimitStore(counters) });
   composioCallsPerRequest(app, config.composio.timeoutMs);
