@@ -9,6 +9,7 @@ import { adminClaims, grantClaims, operatorKey, signClaims, type TestOperatorKey
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { metricValue, type Registered, registerOver, until } from '../support/http.js';
+import { githubCommitBody } from '../triggers/support.js';
 
 /**
  * Two broker processes, started as `npm start` starts them, on ONE database and ONE Composio
@@ -227,13 +228,7 @@ async function githubTrigger(who: Registered): Promise<{ id: string; composioTri
     alias: 'work',
     status: 'ACTIVE',
   });
-  const created = await call(b, 'POST', '/v1/triggers', who.auth, {
-    automationId: 'auto_replicas',
-    toolkit: 'github',
-    triggerSlug: 'GITHUB_COMMIT_EVENT',
-    connectedAccountId: account.id,
-    config: { owner: 'ada', repo: 'engine' },
-  });
+  const created = await call(b, 'POST', '/v1/triggers', who.auth, githubCommitBody(account.id, { automationId: 'auto_replicas' }));
   expect(created.status).toBe(201);
   expect((await call(a, 'GET', `/v1/triggers/${created.body.id}`, who.auth)).body).toMatchObject({ id: created.body.id, status: 'active' });
   const [row] = await database.sql<

@@ -3,9 +3,11 @@ import { readFileSync } from 'node:fs';
 import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { type Harness, startHarness } from '../composio/harness.js';
 import { adminClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from '../operators/support.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
+import { githubCommitBody } from '../triggers/support.js';
 
 /**
  * Every route that openapi.yaml says needs a token refuses a request without a good one, before
@@ -26,7 +28,10 @@ interface Operation {
 }
 interface Route {
   readonly name: string;
-  readonly request: () => InjectOptions;
+  /** The route's path parameters. */
+  readonly parameters: readonly string[];
+  /** A request the route would take, its path parameters from `ids` when given there. */
+  readonly request: (ids?: Readonly<Record<string, string>>) => InjectOptions;
 }
 
 const METHODS = ['get', 'put', 'post', 'patch', 'delete'] as const;
@@ -40,14 +45,27 @@ function routesSecuredBy(scheme: string): Route[] {
       const operation = item[method];
       if (!operation?.security?.some((requirement) => scheme in requirement)) return [];
       const parameters = [...(item.parameters ?? []), ...(operation.parameters ?? [])];
-      return [{ name: `${method.toUpperCase()} ${path}`, request: () => requestFor(method, path, parameters, operation) }];
+      return [
+        {
+          name: `${method.toUpperCase()} ${path}`,
+          parameters: parameters.filter((p) => p.in === 'path').map((p) => p.name),
+          request: (ids = {}) => requestFor(method, path, parameters, operation, ids),
+        },
+      ];
     }),
   );
 }
 
 /** A request the route would take from its owner: plausible ids, its required headers, a JSON body. */
-function requestFor(method: string, path: string, parameters: Parameter[], operation: Operation): InjectOptions {
-  const value = (name: string) => (parameters.find((p) => p.name === name)?.schema?.format === 'uuid' ? randomUUID() : 'authsuite1');
+function requestFor(
+  method: string,
+  path: string,
+  parameters: Parameter[],
+  operation: Operation,
+  ids: Readonly<Record<string, string>>,
+): InjectOptions {
+  const value = (name: string) =>
+    ids[name] ?? (parameters.find((p) => p.name === name)?.schema?.format === 'uuid' ? randomUUID() : 'authsuite1');
   const headers: Record<string, string> = {};
   for (const p of parameters) if (p.in === 'header' && p.required) headers[p.name] = value(p.name);
   return {
@@ -155,6 +173,98 @@ describe('operator routes', () => {
         expect(response.statusCode).toBe(401);
         expect(response.json()).toEqual({ error: expect.stringMatching(/invalid operator token/), code: 'operator_unauthorized' });
       }
+    },
+  );
+});
+
+describe('installation routes, given another installation’s ids', () => {
+  /** B's: a connected GitHub account and a trigger on it, made as B would make them. */
+  let b: { installationId: string; auth: { authorization: string } };
+  let ids: Record<string, string>;
+  let a: { auth: { authorization: string } };
+
+  beforeAll(async () => {
+    [a, b] = [await register(t.app), await register(t.app)];
+    const account = h.sim.controls.createAccount({
+      userId: composioUserIdFor(b.installationId),
+      toolkit: 'github',
+      alias: 'work',
+      status: 'ACTIVE',
+    });
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/v1/triggers',
+      headers: b.auth,
+      payload: githubCommitBody(account.id, { automationId: 'auth-suite' }),
+    });
+    expect(created.statusCode).toBe(201);
+    ids = { id: created.json().id, accountId: account.id, slug: 'github' };
+  });
+
+  /** Everything B has: its rows in every table that names an installation, and its account and triggers on Composio. */
+  async function whatBHas(): Promise<string> {
+    const tables = await t.database.sql<{ name: string; column: string }[]>`
+      select table_name as name, column_name as column from information_schema.columns
+       where table_schema = 'public' and column_name in ('installation_id', 'holder_installation_id')
+         and table_name in (select tablename from pg_tables where schemaname = 'public')
+       order by table_name`;
+    const dumps = await Promise.all(
+      tables.map(({ name, column }) =>
+        t.database.sql.unsafe(
+          `select coalesce(string_agg(r::text, E'\\n' order by r::text), '') as rows from "${name}" r where "${column}" = $1`,
+          [b.installationId],
+        ),
+      ),
+    );
+    const [row] = await t.database.sql`select * from installations where id = ${b.installationId}`;
+    const userId = composioUserIdFor(b.installationId);
+    const [account, triggers] = await Promise.all([
+      h.gateway.findConnectedAccount(userId, ids.accountId!),
+      h.gateway.listActiveTriggers({ connectedAccountIds: [ids.accountId!], limit: 50 }),
+    ]);
+    return [
+      JSON.stringify(row),
+      ...tables.map(({ name }, i) => `${name}: ${dumps[i]![0]!.rows}`),
+      JSON.stringify(account),
+      JSON.stringify(triggers),
+    ].join('\n');
+  }
+
+  const withIds = installationRoutes.filter((route) => route.parameters.some((name) => name !== 'slug'));
+
+  it('take an id of B’s in their path', () => {
+    expect(withIds.map((route) => route.name).sort()).toEqual(
+      [
+        'DELETE /v1/connectors/{slug}/accounts/{accountId}',
+        'DELETE /v1/triggers/{id}',
+        'GET /v1/triggers/{id}',
+        'PATCH /v1/triggers/{id}',
+        'POST /v1/triggers/{id}/test',
+      ].sort(),
+    );
+  });
+
+  /** A body the route takes, where `{}` would be refused before the id is looked at. */
+  const bodies: Record<string, unknown> = { 'PATCH /v1/triggers/{id}': { enabled: false } };
+
+  it.each(withIds.map((route) => [route.name, route] as const))(
+    '%s: A’s token with B’s id is answered as an id nobody owns, and leaves B as it was',
+    async (_name, route) => {
+      const send = (pathIds: Record<string, string>) => {
+        const request = route.request(pathIds);
+        return t.app.inject({
+          ...request,
+          headers: { ...request.headers, ...a.auth },
+          ...(route.name in bodies ? { payload: bodies[route.name] as object } : {}),
+        });
+      };
+      const before = await whatBHas();
+      const withBs = await send(ids);
+      expect(await whatBHas()).toBe(before);
+      // Nothing tells A that the id exists: the answer is the one an unknown id gets.
+      const withNobodys = await send({ ...ids, id: randomUUID(), accountId: 'ca_nobody0000' });
+      expect({ status: withBs.statusCode, body: withBs.json() }).toEqual({ status: withNobodys.statusCode, body: withNobodys.json() });
+      expect(withBs.statusCode === 404 || withBs.json().removed === 0).toBe(true);
     },
   );
 });

@@ -3,6 +3,7 @@ import {
   callsSince,
   composioTrigger,
   createTrigger,
+  githubCommitBody,
   gmailBody,
   installationWithAccount,
   startTriggersWorld,
@@ -128,13 +129,11 @@ describe('other apps', () => {
     const a = await installationWithAccount(world, 'github');
     const before = await storedTriggerCount(world);
     // The schema's rules pass (both fields present, strings); Composio refuses an empty owner.
-    const response = await createTrigger(world, a, {
-      automationId: 'auto_bad',
-      toolkit: 'github',
-      triggerSlug: 'GITHUB_COMMIT_EVENT',
-      connectedAccountId: a.accountId,
-      config: { owner: '', repo: 'engine' },
-    });
+    const response = await createTrigger(
+      world,
+      a,
+      githubCommitBody(a.accountId, { automationId: 'auto_bad', config: { owner: '', repo: 'engine' } }),
+    );
     expect(response.statusCode).toBe(422);
     expect(response.json()).toMatchObject({ code: 'composio_rejected', error: expect.stringContaining('owner') });
     expect(await storedTriggerCount(world)).toBe(before);

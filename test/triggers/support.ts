@@ -52,6 +52,18 @@ export function gmailBody(accountId: string, overrides: Record<string, unknown> 
   };
 }
 
+/** A GitHub commit trigger's body, on `engine` of `ada` unless `overrides` say otherwise. */
+export function githubCommitBody(accountId: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    automationId: 'auto_commits',
+    toolkit: 'github',
+    triggerSlug: 'GITHUB_COMMIT_EVENT',
+    connectedAccountId: accountId,
+    config: { owner: 'ada', repo: 'engine' },
+    ...overrides,
+  };
+}
+
 export async function createTrigger(world: TriggersWorld, who: TestInstallation, body: Record<string, unknown>) {
   return world.t.app.inject({ method: 'POST', url: '/v1/triggers', headers: who.auth, payload: body });
 }
