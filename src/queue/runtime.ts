@@ -91,25 +91,14 @@ export function createQueueRuntime(options: {
  * statement (where each queue stands, and whether it may still be served), then every poll looks
  * again: those at their queue's head go on waiting without a read of their own.
  */
-export function listenForQueue(
-  listener: NotificationListener,
-  hub: EventHub,
-  log: Logger,
-  known?: { sql: Sql; knowledge: QueueKnowledge; installations: InstallationDirectory },
-): void {
+export function listenForQueue(listener: NotificationListener, hub: EventHub, log: Logger, known?: KnownParts): void {
+  const ends = installationEnds(hub, known);
   listener.on(EVENTS_CHANNEL, (installationId) => {
     known?.knowledge.heard(installationId);
     hub.wake(installationId);
   });
-  listener.on(INSTALLATION_DISABLED_CHANNEL, (installationId) => {
-    known?.installations.forget(installationId);
-    hub.disable(installationId);
-  });
-  listener.on(INSTALLATION_REMOVED_CHANNEL, (installationId) => {
-    known?.installations.forget(installationId);
-    known?.knowledge.forget(installationId);
-    hub.remove(installationId);
-  });
+  listener.on(INSTALLATION_DISABLED_CHANNEL, ends.disabled);
+  listener.on(INSTALLATION_REMOVED_CHANNEL, ends.removed);
   listener.onLost(() => {
     known?.knowledge.forgetAll();
     known?.installations.forgetAll();
@@ -123,16 +112,34 @@ export function listenForQueue(
       hub.wakeAll();
     };
     if (!known) return waking();
-    void bringUpToDate(known, hub, log).finally(waking);
+    void bringUpToDate(known, hub, ends, log).finally(waking);
   });
 }
 
+/** What the process keeps of tokens and queues, and the pool to read them again with. */
+interface KnownParts {
+  sql: Sql;
+  knowledge: QueueKnowledge;
+  installations: InstallationDirectory;
+}
+
+/** An installation found disabled or removed, however it was learnt (announced, or read after a reconnect): its polls end and its token is asked again. */
+function installationEnds(hub: EventHub, known: KnownParts | undefined) {
+  return {
+    disabled(installationId: string) {
+      known?.installations.forget(installationId);
+      hub.disable(installationId);
+    },
+    removed(installationId: string) {
+      known?.installations.forget(installationId);
+      known?.knowledge.forget(installationId);
+      hub.remove(installationId);
+    },
+  };
+}
+
 /** Where the queues of every installation with waiting polls stand, in one statement; gone or disabled ones end their polls. */
-async function bringUpToDate(
-  known: { sql: Sql; knowledge: QueueKnowledge; installations: InstallationDirectory },
-  hub: EventHub,
-  log: Logger,
-): Promise<void> {
+async function bringUpToDate(known: KnownParts, hub: EventHub, ends: ReturnType<typeof installationEnds>, log: Logger): Promise<void> {
   const installationIds = hub.installationIds();
   const tickets = new Map(installationIds.map((id) => [id, known.knowledge.ticket(id)]));
   let heads: Awaited<ReturnType<typeof queueHeads>>;
@@ -147,16 +154,10 @@ async function bringUpToDate(
   for (const head of heads) {
     found.add(head.installationId);
     if (head.disabled) {
-      known.installations.forget(head.installationId);
-      hub.disable(head.installationId);
+      ends.disabled(head.installationId);
     } else {
       known.knowledge.learn(head.installationId, tickets.get(head.installationId) ?? null, { head: head.last, acked: head.acked });
     }
   }
-  for (const installationId of installationIds) {
-    if (found.has(installationId)) continue;
-    known.installations.forget(installationId);
-    known.knowledge.forget(installationId);
-    hub.remove(installationId);
-  }
+  for (const installationId of installationIds) if (!found.has(installationId)) ends.removed(installationId);
 }
