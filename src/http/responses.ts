@@ -44,7 +44,7 @@ export const refusals = {
   composioFailed: refusal('Composio is down, slow or refused (`upstream_unavailable`, `upstream_rate_limited`); `error` is readable.'),
   installationRateLimited: refusal('More than the per-installation budget of connected-app requests (120 a minute by default).'),
   installationEventsRateLimited: refusal(
-    `More than the per-installation budget of event requests (${DEFAULT_EVENT_REQUESTS_PER_MINUTE} a minute by default, \`EVENT_REQUESTS_PER_MINUTE\`).`,
+    `More than the per-installation budget of event requests in this broker process (${DEFAULT_EVENT_REQUESTS_PER_MINUTE} a minute by default, \`EVENT_REQUESTS_PER_MINUTE\`).`,
   ),
   rateLimited: refusal('Too many requests from this client; see `retry-after`.'),
   operatorUnauthorized: refusal('Missing, invalid, expired or too long-lived admin token (`operator_unauthorized`).'),

@@ -81,7 +81,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     summary: "Long-poll the installation's events",
     description:
       'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits, and with `401` when it is removed (`DELETE /v1/me`).\n\n' +
-      `An installation may hold ${DEFAULT_POLLS_PER_INSTALLATION} waiting polls (\`POLLS_PER_INSTALLATION\`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation (\`EVENT_REQUESTS_PER_MINUTE\`, \`429\` beyond).`,
+      `An installation may hold ${DEFAULT_POLLS_PER_INSTALLATION} waiting polls (\`POLLS_PER_INSTALLATION\`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation in each broker process (\`EVENT_REQUESTS_PER_MINUTE\`, \`429\` beyond).`,
     security: installationToken,
     querystring: PollQuery,
     response: {
@@ -97,16 +97,14 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   // Neither route calls Composio.
   const config = { composioCalls: false as const };
   // Counted in this process's memory, after the token check: an idle poll costs no statement.
-  const polls = new PerProcessLimit(deps.requestsPerMinute, 'too many event requests for this installation');
-  const acks = new PerProcessLimit(deps.requestsPerMinute, 'too many event requests for this installation');
-  const countPoll: preValidationHookHandler = (request, _reply, done) => {
-    polls.count(request.installation.id);
-    done();
-  };
-  const countAck: preValidationHookHandler = (request, _reply, done) => {
-    acks.count(request.installation.id);
-    done();
-  };
+  const counted = (limit: PerProcessLimit): preValidationHookHandler =>
+    function countRequest(request, _reply, done) {
+      limit.count(request.installation.id);
+      done();
+    };
+  const message = 'too many event requests for this installation';
+  const countPoll = counted(new PerProcessLimit(deps.requestsPerMinute, message));
+  const countAck = counted(new PerProcessLimit(deps.requestsPerMinute, message));
   const pollDeps = { sql, hub: events.hub, knowledge: events.knowledge };
   // The token is checked before the query is validated: without one, nothing else is said.
   // Not an async function, and answered through `reply.send`: a held poll is the poll's object,
