@@ -8,7 +8,7 @@ import type { Hearing } from '../db/hearing.js';
  *
  * The head is learnt from reads (every queue read and acknowledgement answers the queue's last
  * position) and lost the moment a notification says the queue grew: every append announces its
- * installation in the transaction that appends (src/queue/notifier.ts `queueingStatement`), so
+ * installation in the transaction that appends (src/queue/notifier.ts `announcingQueued`), so
  * while this process hears every notification (`Hearing`), a head it knows is the queue's head.
  * A read that was under way when such a notification arrived may have seen the queue before the
  * append, so what it answers is not taken as the head (`ticket`, `learn`). When the LISTEN
