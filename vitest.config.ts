@@ -25,8 +25,8 @@ const SRC_INTEGRATION = ['src/installations/installations.test.ts'];
 const PURE = [
   'test/composio/call-budget.test.ts',
   'test/composio/trust.test.ts',
-  'test/events/cursor.test.ts',
-  'test/events/hub.test.ts',
+  'test/events/queue/cursor.test.ts',
+  'test/events/queue/hub.test.ts',
   'test/operators/cli.test.ts',
   'test/operators/import-rows.test.ts',
 ];

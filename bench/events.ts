@@ -4,10 +4,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { applyMigrations } from '../src/db/migrate.js';
+import { quotaExceededEventId } from '../src/events/broker-events.js';
+import { IngestBatcher } from '../src/events/intake/ingest-batcher.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
-import { IngestBatcher } from '../src/intake/ingest-batcher.js';
 import { createLogger } from '../src/logger.js';
-import { quotaDay, quotaExceededEventId } from '../src/queue/broker-events.js';
+import { quotaDay } from '../src/plans/plan.js';
 import {
   benchBrokerEnv,
   benchRun,

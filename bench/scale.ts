@@ -4,9 +4,9 @@ import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { applyMigrations } from '../src/db/migrate.js';
+import { dropExpiredDays } from '../src/events/retention/retention.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
-import { dropExpiredDays } from '../src/retention/retention.js';
 import {
   benchRun,
   type Child,

@@ -4,8 +4,8 @@ import { gatewayForProject } from './composio/index.js';
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { apiDocument } from './docs/openapi.js';
+import { createEventsRuntime } from './events/runtime.js';
 import { createLogger } from './logger.js';
-import { createEventsRuntime } from './runtime.js';
 
 /**
  * The API reference the routes declare, built without a database or network: the app is

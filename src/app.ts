@@ -18,6 +18,10 @@ import { connectorRoutes } from './connectors/routes.js';
 import { sharedCounters } from './db/counters.js';
 import type { Database } from './db/database.js';
 import { apiDocs } from './docs/openapi.js';
+import { createWebhookReceiver } from './events/intake/receive.js';
+import { webhookRoutes } from './events/intake/webhook-routes.js';
+import { eventRoutes } from './events/queue/routes.js';
+import { createEventsRuntime, type EventsRuntime } from './events/runtime.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { parseJsonBodies } from './http/json.js';
 import { sharedRateLimitStore } from './http/rate-limit-store.js';
@@ -27,15 +31,12 @@ import { validatorCompiler } from './http/validate.js';
 import { planRoutes } from './installations/grant-routes.js';
 import type { Installation } from './installations/installations.js';
 import { installationRoutes } from './installations/routes.js';
-import { webhookRoutes } from './intake/webhook-routes.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { metricsRoutes } from './metrics/routes.js';
 import { operatorPublicKeys } from './operator-keys/keys.js';
 import { adminRoutes } from './operators/routes.js';
 import { createGrantVerifier } from './plans/grants.js';
-import { eventRoutes } from './queue/routes.js';
 import { removeInstallation } from './removal/remove-installation.js';
-import { createEventsRuntime, type EventsRuntime } from './runtime.js';
 import { signInLinkNoter } from './triggers/reconnect-job.js';
 import { triggerRoutes } from './triggers/routes.js';
 import { triggerTestRoutes } from './triggers/test-event-routes.js';
@@ -217,7 +218,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestsPerMinute: config.limits.eventRequestsPerMinute,
     onDelivered: (count) => metrics.eventsDelivered.inc(count),
   });
-  await app.register(webhookRoutes, {
+  const receiver = createWebhookReceiver({
     database,
     clock: deps.clock,
     quotas: config.quotas,
@@ -225,7 +226,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     secrets: config.composio.webhookSecrets,
     badWebhooksPerMinute: config.limits.badWebhooksPerMinute,
     counters,
+    logger,
   });
+  await app.register(webhookRoutes, { receiver });
   await app.register(triggerTestRoutes, {
     database,
     installations,

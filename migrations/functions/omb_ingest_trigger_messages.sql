@@ -3,7 +3,7 @@
 -- omb_ingest_trigger_alone replaced it, with the trigger's filter decided in the database). The
 -- next release drops it, with omb_ingest_trigger_message and omb_event_seen.
 --
--- Several trigger messages in one transaction (src/intake/ingest-batcher.ts): one commit, one WAL
+-- Several trigger messages in one transaction (src/events/intake/ingest-batcher.ts): one commit, one WAL
 -- flush, for as many webhooks as arrived while earlier batches were committing.
 --
 -- First every installation the batch routes to is locked, in the order of their ids, so

@@ -53,7 +53,7 @@ export interface BoundedPool {
  * package.json): `handler`, called once when the query is first awaited, `resolve`/`reject`,
  * `state`, `strings`/`args` and `canceller`. Not bounded: `sql.file`, `sql.largeObject` and
  * `sql.subscribe` (unused here); `sql.listen` opens a client of its own, as postgres.js does.
- * A long poll holds no connection while it waits (src/queue/poll.ts), so it is not cut.
+ * A long poll holds no connection while it waits (src/events/queue/poll.ts), so it is not cut.
  */
 export function openBoundedPool(url: string, options: { size: number; timeoutMs: number; client: ClientOptions }): BoundedPool {
   const { timeoutMs } = options;

@@ -50,7 +50,7 @@ export const serviceSettings = pgTable('service_settings', {
 /**
  * The signing secrets accepted on incoming webhooks: each broker's `COMPOSIO_WEBHOOK_SECRET`
  * values (stored at its start) and those rotations added, written only by
- * src/intake/webhook-secrets.ts. Stored in clear: the HMAC needs the secret itself.
+ * src/events/intake/webhook-secrets.ts. Stored in clear: the HMAC needs the secret itself.
  * A row without a secret is a rotation asked of Composio whose new secret is not known yet.
  * A row past `expires_at` is refused, even when the same secret is still in the environment.
  */
@@ -140,7 +140,7 @@ export const triggerOrphans = pgTable('trigger_orphans', {
  * misses a smaller one, and a missing position can only have been removed by retention.
  *
  * Partitioned by UTC day on `received_at` (migrations/0011_events_by_day.sql; drizzle does not
- * model partitions): `events_pYYYYMMDD` per day, created ahead by src/retention/retention.ts, and
+ * model partitions): `events_pYYYYMMDD` per day, created ahead by src/events/retention/retention.ts, and
  * `events_default` for a day that has none yet. Retention drops whole days. Every key starts
  * with `installation_id`; the primary key holds `received_at` because a partitioned table's must.
  */
@@ -172,7 +172,7 @@ export const events = pgTable(
 /**
  * Where the queue starts: events received before `keptSince` are past retention and no poll
  * serves them, even while the day partition holding them is still there. One row, written by
- * the retention job (src/retention/retention.ts) at each run; absent until the first run.
+ * the retention job (src/events/retention/retention.ts) at each run; absent until the first run.
  */
 export const eventRetention = pgTable('event_retention', {
   /** Always true: the table holds one row. */

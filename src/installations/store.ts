@@ -5,7 +5,7 @@ import { installations } from '../db/schema.js';
 /**
  * The only module that writes `installations`, apart from the two queue positions on each row
  * (`last_event_position`, `acked_event_position`): those belong to the event queue and are
- * written only by src/queue/queue.ts and webhook ingest's database functions, under the row
+ * written only by src/events/queue/queue.ts and webhook ingest's database functions, under the row
  * lock that keeps positions in order.
  */
 

@@ -3,9 +3,9 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Db, Sql } from '../db/database.js';
 import { AppError } from '../errors.js';
+import { oldestUnacknowledgedAge, queueBacklog } from '../events/queue/queue.js';
 import { bearerToken } from '../http/authenticate.js';
 import { refusal } from '../http/responses.js';
-import { oldestUnacknowledgedAge, queueBacklog } from '../queue/queue.js';
 import { countActiveTriggers } from '../triggers/store.js';
 import type { Metrics } from './metrics.js';
 

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
+import { type Rotation, type RotationDeps, type RotationRequest, rotateWebhookSecret } from '../events/intake/webhook-secrets.js';
 import { disableInstallation, enableInstallation, type InstallationSwitch } from '../installations/disable.js';
 import { type RegistrationMode, registrationMode, setRegistrationMode } from '../installations/registration.js';
-import { type Rotation, type RotationDeps, type RotationRequest, rotateWebhookSecret } from '../intake/webhook-secrets.js';
 import { revokeGrant } from '../plans/store.js';
 import { type Actor, recordAudit } from './audit.js';
 

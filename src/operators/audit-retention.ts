@@ -11,7 +11,7 @@ export type AuditRetentionJob = RepeatingJob;
 
 /**
  * Removes audit entries older than `retentionDays` (`AUDIT_RETENTION_DAYS`), hourly and soon
- * after start. The event queue's own retention (src/retention/retention.ts) runs beside it; the
+ * after start. The event queue's own retention (src/events/retention/retention.ts) runs beside it; the
  * trail is the operators', so its pruning lives here. Two brokers pruning at once only delete
  * the same old rows. Failures are logged and retried at the next run.
  */

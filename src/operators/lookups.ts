@@ -2,9 +2,9 @@ import type postgres from 'postgres';
 import { utcDay } from '../clock.js';
 import type { Db, Sql } from '../db/database.js';
 import { badRequest, notFound } from '../errors.js';
+import { type QueueFigures, queueBacklog, queueFigures } from '../events/queue/queue.js';
 import { type GrantFilters, presentedGrants } from '../plans/store.js';
 import { recentUsage } from '../plans/usage.js';
-import { type QueueFigures, queueBacklog, queueFigures } from '../queue/queue.js';
 import { selectTriggerViews } from '../triggers/store.js';
 import type { TriggerView } from '../triggers/view.js';
 

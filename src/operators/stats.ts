@@ -2,10 +2,10 @@ import { count, sql } from 'drizzle-orm';
 import { utcDay } from '../clock.js';
 import type { Db } from '../db/database.js';
 import { installations } from '../db/schema.js';
+import { queueBacklog, queueFigures } from '../events/queue/queue.js';
 import { type RegistrationMode, registrationMode } from '../installations/registration.js';
 import { countPaidInstallations } from '../plans/plan.js';
 import { totalUsageOn } from '../plans/usage.js';
-import { queueBacklog, queueFigures } from '../queue/queue.js';
 
 /** The figures an operator looks at first: who uses the service, how much, and whether queues drain. */
 export interface ServiceStats {

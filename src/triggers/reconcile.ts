@@ -9,10 +9,10 @@ import {
   type TriggerType,
 } from '../composio/index.js';
 import type { Db, Sql } from '../db/database.js';
+import { foundDisabledEventId } from '../events/broker-events.js';
+import { ingestTriggerDisabled } from '../events/intake/ingest.js';
+import type { EventNotifier } from '../events/queue/notifier.js';
 import { composioUserIdFor } from '../installations/tokens.js';
-import { ingestTriggerDisabled } from '../intake/ingest.js';
-import { foundDisabledEventId } from '../queue/broker-events.js';
-import type { EventNotifier } from '../queue/notifier.js';
 import { composioTriggerConfig } from './composio-config.js';
 import {
   allTriggerRows,

@@ -1,8 +1,9 @@
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { jsonForPostgres } from '../intake/ingest.js';
-import { quotaDay, triggerTestEventId } from '../queue/broker-events.js';
-import { announcingQueued, type EventNotifier } from '../queue/notifier.js';
+import { triggerTestEventId } from '../events/broker-events.js';
+import { jsonForPostgres } from '../events/intake/ingest.js';
+import { announcingQueued, type EventNotifier } from '../events/queue/notifier.js';
+import { quotaDay } from '../plans/plan.js';
 import { triggerNotFound } from './errors.js';
 import { findTrigger } from './store.js';
 import { samplePayload, type TriggerTypeCache } from './types.js';

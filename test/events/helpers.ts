@@ -4,10 +4,10 @@ import type { WebhookEvent } from '../../src/composio/webhook-events.js';
 import { signWebhook } from '../../src/composio/webhook-signature.js';
 import type { Env } from '../../src/config.js';
 import type { Database, Sql } from '../../src/db/database.js';
+import type { EventHub, WakeReason } from '../../src/events/queue/hub.js';
+import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { createLogger } from '../../src/logger.js';
-import type { EventHub, WakeReason } from '../../src/queue/hub.js';
-import { createEventsRuntime, type EventsRuntime } from '../../src/runtime.js';
 import { buildTestApp, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
 import { createLogger } from '../../src/logger.js';
-import { createEventsRuntime, type EventsRuntime } from '../../src/runtime.js';
 import { type Harness, startHarness } from '../composio/harness.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';

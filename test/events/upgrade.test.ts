@@ -8,10 +8,10 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { applyMigrations, MIGRATIONS_FOLDER } from '../../src/db/migrate.js';
+import { encodeCursor } from '../../src/events/queue/cursor.js';
+import { dropExpiredDays } from '../../src/events/retention/retention.js';
 import { hashToken } from '../../src/installations/tokens.js';
 import { createLogger } from '../../src/logger.js';
-import { encodeCursor } from '../../src/queue/cursor.js';
-import { dropExpiredDays } from '../../src/retention/retention.js';
 import { type TestDatabase, withDatabase } from '../support/database.js';
 import { buildEventsApp, type EventsTestApp, insertTrigger, signed, type TestTrigger, triggerMessage } from './helpers.js';
 

@@ -211,7 +211,7 @@ describe('Postgres refusing connections', () => {
       expectUnavailable(response);
       // A webhook also waits in the intake's group commit, outside the pool, for a batch ahead of
       // it; a batch the database cannot serve refuses every message waiting behind it at once
-      // (src/intake/ingest-batcher.ts), so that wait is inside the same bound.
+      // (src/events/intake/ingest-batcher.ts), so that wait is inside the same bound.
       expect(ms, i < WEBHOOKS ? 'a webhook' : '/v1/me').toBeLessThan(TIMEOUT_MS + MARGIN_MS);
     }
     expect(given.ms).toBeLessThan(TIMEOUT_MS + MARGIN_MS);

@@ -4,9 +4,9 @@ import { buildApp } from '../../src/app.js';
 import type { Clock } from '../../src/clock.js';
 import { type ComposioGateway, createComposioGateway } from '../../src/composio/index.js';
 import { type Config, type Env, loadConfig } from '../../src/config.js';
+import type { EventsRuntime } from '../../src/events/runtime.js';
 import { createLogger } from '../../src/logger.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
-import type { EventsRuntime } from '../../src/runtime.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { checkAnswers } from './openapi-check.js';
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/clock.js';
 import { dailyUsage } from '../../src/db/schema.js';
+import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtime.js';
 import { createLogger } from '../../src/logger.js';
-import { createEventsRuntime, type EventsRuntime } from '../../src/runtime.js';
 import { startHarness } from '../composio/harness.js';
 import { buildTestApp } from '../support/app.js';
 import { createTestDatabase } from '../support/database.js';

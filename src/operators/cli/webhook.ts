@@ -1,7 +1,7 @@
 import { systemClock } from '../../clock.js';
 import { type ComposioGateway, gatewayForProject } from '../../composio/index.js';
 import type { Config } from '../../config.js';
-import type { Rotation } from '../../intake/webhook-secrets.js';
+import type { Rotation } from '../../events/intake/webhook-secrets.js';
 import { rotateSecret, type SecretRotation } from '../actions.js';
 import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions, UsageError } from './command.js';
 import { cliLogger, withBrokerDatabase } from './database.js';

@@ -1,0 +1,148 @@
+import type { Logger } from 'pino';
+import type { Sql } from '../../db/database.js';
+import { isDatabaseUnavailable } from '../../http/errors.js';
+import type { QueuedEventType } from '../event.js';
+import { announcingQueued } from '../queue/notifier.js';
+import type { WebhookOutcome } from './outcomes.js';
+
+/** One trigger message as the ingest functions take it (migrations/functions/omb_ingest_trigger_alone.sql). */
+export interface TriggerMessageInput {
+  readonly eventId: string;
+  /** Composio's trigger id (`metadata.trigger_id`). */
+  readonly triggerId: string;
+  readonly userId: string;
+  /**
+   * The whole delivery as JSON text Postgres accepts (src/http/json-limits.ts `storableJsonText`):
+   * the database takes the event's `data` from it, so what is stored is what Composio sent, not a
+   * JavaScript value written out again (which turns `1e400` into `null`).
+   */
+  readonly payloadJson: string;
+  /** ISO timestamp. */
+  readonly receivedAt: string;
+  /** The UTC day the quota counts it in, `YYYY-MM-DD`, and when that day resets (ISO timestamp). */
+  readonly day: string;
+  readonly resetsAt: string;
+  /** The id of the day's `quota.exceeded` event, should this message be the first one over the quota. */
+  readonly quotaEventId: string;
+  /** Kept events a day on each plan; the database applies the plan rule itself. */
+  readonly quotaStandard: number;
+  readonly quotaPaid: number;
+}
+
+export interface TriggerMessageRow {
+  readonly outcome: WebhookOutcome;
+  readonly installation: string | null;
+  /** The type of the event the message queued, null when it queued none. */
+  readonly queued: QueuedEventType | null;
+}
+
+interface Pending {
+  readonly input: TriggerMessageInput;
+  resolve(row: TriggerMessageRow): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Group commit for webhook ingest. Each commit waits for a WAL flush, and on a machine whose
+ * fsync takes a few hundred microseconds that, not CPU, caps one-message-per-transaction ingest.
+ * So: a message is written at once while fewer than `maxInFlight` transactions are running (no
+ * added latency when traffic is light); otherwise it waits for the next free one and goes with
+ * every message that arrived meanwhile, in one transaction
+ * (migrations/functions/omb_ingest_trigger_batch.sql). A message is answered only after the
+ * transaction holding it has committed.
+ *
+ * Two transactions at a time by default: under load, fewer and larger batches cost less per
+ * message than more, smaller ones (measured with `npm run bench:events`, see docs/benchmarks.md),
+ * and a second transaction keeps a slow commit from stalling everything behind it.
+ *
+ * A batch that fails (a message Postgres refuses, a deadlock it broke) is retried one message
+ * at a time, so one bad message never fails the others. One that fails because the database
+ * cannot serve now (unreachable, not within `DATABASE_TIMEOUT_MS`, read-only) is not retried:
+ * its messages, and every message waiting behind it, are refused at once with that error
+ * (answered `503`, and Composio sends them again). So while the database is away no webhook
+ * waits longer than the one bound for a batch ahead of it and then for its own.
+ */
+export class IngestBatcher {
+  private queue: Pending[] = [];
+  private inFlight = 0;
+  private readonly ingest: ReturnType<typeof announcingQueued>;
+
+  constructor(
+    sql: Sql,
+    private readonly log: Logger,
+    private readonly options: { maxInFlight: number; maxBatch: number } = { maxInFlight: 2, maxBatch: 100 },
+  ) {
+    this.ingest = announcingQueued(sql);
+  }
+
+  write(input: TriggerMessageInput): Promise<TriggerMessageRow> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ input, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.options.maxInFlight && this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.options.maxBatch);
+      this.inFlight++;
+      void this.run(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async run(batch: Pending[]): Promise<void> {
+    try {
+      const rows = await this.call(batch.map((p) => p.input));
+      for (const [i, p] of batch.entries()) p.resolve(rows[i]!);
+    } catch (error) {
+      if (isDatabaseUnavailable(error)) {
+        const waiting = this.queue.splice(0);
+        for (const p of [...batch, ...waiting]) p.reject(error);
+        return;
+      }
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+      this.log.warn({ err: error, messages: batch.length }, 'ingest batch failed; writing its messages one by one');
+      await Promise.all(
+        batch.map(async (p) => {
+          try {
+            p.resolve((await this.call([p.input]))[0]!);
+          } catch (single) {
+            p.reject(single);
+          }
+        }),
+      );
+    }
+  }
+
+  private async call(inputs: TriggerMessageInput[]): Promise<TriggerMessageRow[]> {
+    // Sent as text and cast by Postgres, so it does not matter how this client serialises jsonb.
+    const rows = await this.ingest<
+      (TriggerMessageRow & { ordinal: number })[]
+    >`omb_ingest_trigger_batch(${messagesJson(inputs)}::text::jsonb)`;
+    if (rows.length !== inputs.length) {
+      throw new Error(`omb_ingest_trigger_batch answered ${rows.length} rows for ${inputs.length} messages`);
+    }
+    const byOrdinal: TriggerMessageRow[] = [];
+    for (const row of rows) byOrdinal[row.ordinal - 1] = row;
+    return byOrdinal;
+  }
+}
+
+/** The batch as JSON, splicing each message's payload in as it is (it is JSON text already). */
+function messagesJson(inputs: TriggerMessageInput[]): string {
+  return `[${inputs
+    .map(
+      (m) =>
+        `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
+        `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
+        `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":${m.payloadJson}}`,
+    )
+    .join(',')}]`;
+}

@@ -1,0 +1,189 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { quotaExceededEventId } from '../../../src/events/broker-events.js';
+import { quotaDay } from '../../../src/plans/plan.js';
+import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import { insertTrigger, installationWithTrigger, type TestTrigger } from '../helpers.js';
+
+/**
+ * omb_ingest_trigger_batch answers a message its trigger refuses at once, keeps an installation's
+ * other messages together only when every one of them is plainly to be kept, and sends every
+ * other message through omb_ingest_trigger_alone, one at a time. One batch here mixes all of
+ * these, across installations, and the outcome must be what the messages would get one by one:
+ * outcomes, positions dense and in batch order, counters, and the quota.
+ */
+
+let database: TestDatabase;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(() => database.drop());
+
+const QUOTA = 5;
+
+/** A message as the batcher sends it; `data` becomes its delivery's `payload.data`. */
+function message(trigger: TestTrigger, at: Date, overrides: Record<string, unknown> = {}) {
+  const { data = { n: Math.random() }, ...rest } = overrides;
+  return {
+    eventId: `msg_${randomUUID()}`,
+    triggerId: trigger.composioTriggerId,
+    userId: trigger.composioUserId,
+    payload: { type: 'composio.trigger.message', data },
+    receivedAt: at.toISOString(),
+    day: quotaDay(at).day,
+    resetsAt: quotaDay(at).resetsAt.toISOString(),
+    quotaEventId: quotaExceededEventId(quotaDay(at).day),
+    quotaStandard: QUOTA,
+    quotaPaid: QUOTA * 10,
+    ...rest,
+  };
+}
+
+interface Row {
+  ordinal: number;
+  outcome: string;
+  installation: string | null;
+  queued: string | null;
+}
+
+async function ingest(messages: unknown[]): Promise<Row[]> {
+  const rows = await database.sql<Row[]>`
+    select ordinal, outcome, installation, queued from omb_ingest_trigger_batch(${JSON.stringify(messages)}::text::jsonb)`;
+  return [...rows].sort((a, b) => a.ordinal - b.ordinal);
+}
+
+async function queue(installationId: string) {
+  return database.sql<{ position: number; id: string; type: string }[]>`
+    select position::int, id, type from events where installation_id = ${installationId} order by position`;
+}
+
+describe('a batch of trigger messages', () => {
+  it('keeps clean installations together and the rest one by one, as each message would be alone', async () => {
+    const midnight = new Date(Date.UTC(2026, 10, 30, 0, 0, 0));
+    const before = new Date(midnight.getTime() - 1000);
+    const after = new Date(midnight.getTime() + 1000);
+    const clean = await installationWithTrigger(database);
+    const twice = await installationWithTrigger(database);
+    const paused = await installationWithTrigger(database, { enabled: false });
+    const pausedSibling = await insertTrigger(database, paused.installationId);
+    const nearLimit = await installationWithTrigger(database);
+    const filtered = await installationWithTrigger(database, { filter: { label: 'bug' } });
+    const stranger = { ...clean, composioTriggerId: 'ti_nobody_knows' };
+    // The day before midnight: nearLimit has kept QUOTA - 1 already; clean has kept 2.
+    const dayBefore = before.toISOString().slice(0, 10);
+    await database.sql`insert into daily_usage (installation_id, day, kept) values
+                       (${nearLimit.installationId}, ${dayBefore}, ${QUOTA - 1}), (${clean.installationId}, ${dayBefore}, 2)`;
+    const repeated = message(twice, before);
+    const batch = [
+      message(clean, before), // 1
+      message(nearLimit, before), // 2: the last one the quota allows
+      repeated, // 3
+      message(paused, before), // 4
+      message(clean, after), // 5: the next day
+      message(nearLimit, before), // 6: over the quota: quota.exceeded is queued once
+      { ...repeated }, // 7: the same delivery again in this batch
+      message(pausedSibling, before), // 8
+      message(stranger, before), // 9
+      message(filtered, before), // 10
+      message(clean, before), // 11
+      message(twice, before, { userId: 'omb_someone_else' }), // 12
+      message(nearLimit, before), // 13
+      message(filtered, before, { data: { label: 'Bug report' } }), // 14: passes its filter
+    ];
+    const rows = await ingest(batch);
+    expect(rows.map((r) => [r.ordinal, r.outcome, r.queued])).toEqual([
+      [1, 'accepted', 'trigger.event'],
+      [2, 'accepted', 'trigger.event'],
+      [3, 'accepted', 'trigger.event'],
+      [4, 'paused', null],
+      [5, 'accepted', 'trigger.event'],
+      [6, 'over_quota', 'quota.exceeded'],
+      [7, 'duplicate', null],
+      [8, 'accepted', 'trigger.event'],
+      [9, 'unknown_trigger', null],
+      [10, 'filtered', null],
+      [11, 'accepted', 'trigger.event'],
+      [12, 'user_mismatch', null],
+      [13, 'over_quota', null],
+      [14, 'accepted', 'trigger.event'],
+    ]);
+    expect(rows.find((r) => r.ordinal === 1)!.installation).toBe(clean.installationId);
+
+    // Each queue holds its events densely, in the order they came in the batch.
+    expect(await queue(clean.installationId)).toEqual([
+      { position: 1, id: batch[0]!.eventId, type: 'trigger.event' },
+      { position: 2, id: batch[4]!.eventId, type: 'trigger.event' },
+      { position: 3, id: batch[10]!.eventId, type: 'trigger.event' },
+    ]);
+    expect(await queue(nearLimit.installationId)).toEqual([
+      { position: 1, id: batch[1]!.eventId, type: 'trigger.event' },
+      { position: 2, id: `omb:quota.exceeded:${dayBefore}`, type: 'quota.exceeded' },
+    ]);
+    expect((await queue(twice.installationId)).map((e) => e.id)).toEqual([repeated.eventId]);
+    expect((await queue(paused.installationId)).map((e) => e.id)).toEqual([batch[7]!.eventId]);
+    expect(await queue(filtered.installationId)).toEqual([{ position: 1, id: batch[13]!.eventId, type: 'trigger.event' }]);
+    const [positions] = await database.sql<{ clean: number; near: number }[]>`
+      select (select last_event_position::int from installations where id = ${clean.installationId}) as clean,
+             (select last_event_position::int from installations where id = ${nearLimit.installationId}) as near`;
+    expect(positions).toEqual({ clean: 3, near: 2 });
+
+    // Counted per day, for the installation and for each trigger.
+    const usage = await database.sql<{ installation_id: string; day: string; kept: number; skipped: number }[]>`
+      select installation_id, day::text, kept, skipped from daily_usage
+       where installation_id in (${clean.installationId}, ${nearLimit.installationId}) order by installation_id, day`;
+    expect(usage.filter((u) => u.installation_id === clean.installationId).map((u) => [u.day, u.kept])).toEqual([
+      [dayBefore, 4],
+      [after.toISOString().slice(0, 10), 1],
+    ]);
+    expect(usage.filter((u) => u.installation_id === nearLimit.installationId).map((u) => [u.kept, u.skipped])).toEqual([[QUOTA, 2]]);
+    const perTrigger = await database.sql<{ trigger_id: string; day: string; kept: number }[]>`
+      select trigger_id, day::text, kept from trigger_daily_usage where trigger_id = ${clean.id} order by day`;
+    expect(perTrigger.map((t) => [t.day, t.kept])).toEqual([
+      [dayBefore, 2],
+      [after.toISOString().slice(0, 10), 1],
+    ]);
+  });
+
+  it('stores a delivery the queue already holds once, even among clean messages', async () => {
+    const trigger = await installationWithTrigger(database);
+    const at = new Date();
+    const first = message(trigger, at);
+    expect((await ingest([first])).map((r) => r.outcome)).toEqual(['accepted']);
+    const rows = await ingest([message(trigger, at), { ...first }, message(trigger, at)]);
+    expect(rows.map((r) => r.outcome)).toEqual(['accepted', 'duplicate', 'accepted']);
+    expect((await queue(trigger.installationId)).map((e) => e.position)).toEqual([1, 2, 3]);
+  });
+
+  it('keeps a large batch of many installations together in order, positions dense per installation', async () => {
+    const triggers = await Promise.all(Array.from({ length: 20 }, () => installationWithTrigger(database)));
+    const at = new Date();
+    const batch = Array.from({ length: 100 }, (_, i) => message(triggers[(i * 7) % triggers.length]!, at, { quotaStandard: 1000 }));
+    const rows = await ingest(batch);
+    expect(rows.every((r) => r.outcome === 'accepted')).toBe(true);
+    for (const trigger of triggers) {
+      const expected = batch.filter((m) => m.triggerId === trigger.composioTriggerId).map((m) => m.eventId);
+      const held = await queue(trigger.installationId);
+      expect(held.map((e) => e.id)).toEqual(expected);
+      expect(held.map((e) => e.position)).toEqual(expected.map((_, i) => i + 1));
+    }
+  });
+
+  it('fails loudly, never silently, when an append finds no installation', async () => {
+    await expect(
+      database.sql`select omb_append_event(${randomUUID()}::uuid, 'msg_nowhere', 'trigger.event', null, null, null, null, null,
+                                           now(), '{}'::jsonb)`,
+    ).rejects.toThrow(/does not exist/);
+  });
+
+  it('still ingests through the previous release’s function, for its processes during a rolling deploy', async () => {
+    const trigger = await installationWithTrigger(database);
+    const at = new Date();
+    // The previous release's message: `data` itself, not the delivery it came in.
+    const { payload, ...current } = message(trigger, at);
+    const legacy = { ...current, data: payload.data, filterChecked: false };
+    const rows = await database.sql<Row[]>`
+      select ordinal, outcome, installation, queued from omb_ingest_trigger_messages(${JSON.stringify([legacy])}::text::jsonb)`;
+    expect(rows.map((r) => [r.ordinal, r.outcome, r.queued])).toEqual([[1, 'accepted', 'trigger.event']]);
+    expect(await queue(trigger.installationId)).toEqual([{ position: 1, id: legacy.eventId, type: 'trigger.event' }]);
+  });
+});

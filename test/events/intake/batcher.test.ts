@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Sql } from '../../../src/db/database.js';
+import { quotaExceededEventId } from '../../../src/events/broker-events.js';
+import { IngestBatcher, type TriggerMessageInput } from '../../../src/events/intake/ingest-batcher.js';
+import { createLogger } from '../../../src/logger.js';
+import { quotaDay } from '../../../src/plans/plan.js';
+import { LogCapture } from '../../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import { until } from '../../support/http.js';
+import { countEvents, installationWithTrigger, type TestTrigger } from '../helpers.js';
+
+let database: TestDatabase;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(() => database.drop());
+
+function message(trigger: TestTrigger, overrides: Partial<TriggerMessageInput> = {}): TriggerMessageInput {
+  const now = new Date();
+  return {
+    eventId: `msg_${randomUUID()}`,
+    triggerId: trigger.composioTriggerId,
+    userId: trigger.composioUserId,
+    payloadJson: '{"data":{"n":1}}',
+    receivedAt: now.toISOString(),
+    day: quotaDay(now).day,
+    resetsAt: quotaDay(now).resetsAt.toISOString(),
+    quotaEventId: quotaExceededEventId(quotaDay(now).day),
+    quotaStandard: 1_000_000,
+    quotaPaid: 1_000_000,
+    ...overrides,
+  };
+}
+
+/** The batcher's SQL, counting the statements it sends. */
+function counting(sql: Sql): { sql: Sql; statements: () => number } {
+  let statements = 0;
+  const wrapped = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    statements++;
+    return (sql as unknown as (s: TemplateStringsArray, ...v: unknown[]) => unknown)(strings, ...values);
+  }) as unknown as Sql;
+  return { sql: wrapped, statements: () => statements };
+}
+
+describe('ingest group commit', () => {
+  it('writes messages that arrive while others commit together, in fewer transactions', async () => {
+    const triggers = await Promise.all(Array.from({ length: 5 }, () => installationWithTrigger(database)));
+    const { sql, statements } = counting(database.sql);
+    const batcher = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 2, maxBatch: 50 });
+    // Interleaved installations: every batch takes several installations' locks, in one order.
+    const inputs = Array.from({ length: 400 }, (_, i) => message(triggers[i % triggers.length]!));
+    const rows = await Promise.all(inputs.map((input) => batcher.write(input)));
+    expect(rows.every((row) => row.outcome === 'accepted' && row.queued === 'trigger.event')).toBe(true);
+    expect(statements()).toBeLessThan(20);
+    for (const trigger of triggers) expect(await countEvents(database, trigger.installationId)).toBe(80);
+    // Positions stay dense and in order per installation.
+    const [gaps] = await database.sql<{ n: number }[]>`
+      select count(*)::int as n from (
+        select position - lag(position) over (partition by installation_id order by position) as step from events
+      ) s where step <> 1`;
+    expect(gaps!.n).toBe(0);
+  });
+
+  it('answers a message alone at once when nothing else is in flight', async () => {
+    const trigger = await installationWithTrigger(database);
+    const { sql, statements } = counting(database.sql);
+    const batcher = new IngestBatcher(sql, createLogger('silent'));
+    expect((await batcher.write(message(trigger))).outcome).toBe('accepted');
+    expect((await batcher.write(message(trigger))).outcome).toBe('accepted');
+    expect(statements()).toBe(2);
+  });
+
+  it('does not let one message Postgres refuses fail the rest of its batch', async () => {
+    const trigger = await installationWithTrigger(database);
+    const logs = new LogCapture();
+    const batcher = new IngestBatcher(database.sql, createLogger('warn', logs), { maxInFlight: 1, maxBatch: 50 });
+    const good = Array.from({ length: 10 }, () => message(trigger));
+    const bad = message(trigger, { payloadJson: '{"data":{"unfinished":' });
+    const results = await Promise.allSettled([...good.slice(0, 5), bad, ...good.slice(5)].map((m) => batcher.write(m)));
+    expect(results.filter((r) => r.status === 'rejected')).toHaveLength(1);
+    expect(results[5]!.status).toBe('rejected');
+    expect(await countEvents(database, trigger.installationId)).toBe(10);
+    expect(logs.text).toContain('writing its messages one by one');
+  });
+
+  it('refuses a batch, and every message waiting behind it, at once when the database cannot serve', async () => {
+    const trigger = await installationWithTrigger(database);
+    // A database that is away: each statement fails, after a while, as an unreachable one does.
+    let statements = 0;
+    const away = (() => {
+      statements++;
+      return new Promise((_resolve, reject) =>
+        setTimeout(() => reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })), 50),
+      );
+    }) as unknown as Sql;
+    const batcher = new IngestBatcher(away, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+    const results = await Promise.allSettled(Array.from({ length: 21 }, () => batcher.write(message(trigger))));
+    expect(results.every((r) => r.status === 'rejected' && (r.reason as { code?: string }).code === 'ECONNREFUSED')).toBe(true);
+    // The first message went alone; the 20 that queued behind it were never sent, one by one or
+    // together, to a database that had just failed.
+    expect(statements).toBe(1);
+  });
+
+  it('stores a message delivered twice in one batch once', async () => {
+    const trigger = await installationWithTrigger(database);
+    const batcher = new IngestBatcher(database.sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+    const first = message(trigger);
+    const outcomes = await Promise.all(
+      [batcher.write(message(trigger)), batcher.write(first), batcher.write(first)].map(async (p) => (await p).outcome),
+    );
+    expect(outcomes.sort()).toEqual(['accepted', 'accepted', 'duplicate']);
+    expect(await countEvents(database, trigger.installationId)).toBe(2);
+  });
+
+  it('announces each installation it queued for in the transaction that appends, with no step after the commit', async () => {
+    const [one, two] = [await installationWithTrigger(database), await installationWithTrigger(database)];
+    const heard: string[] = [];
+    const listening = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      await listening.listen('omb_events', (payload) => heard.push(payload));
+      // Nothing but the batch's one statement is sent: no notifier, no second statement.
+      const { sql, statements } = counting(database.sql);
+      const batcher = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+      const rows = await Promise.all(
+        [message(one), message(two), message(one), message(one, { triggerId: 'unknown' })].map((m) => batcher.write(m)),
+      );
+      expect(rows.map((row) => row.outcome)).toEqual(['accepted', 'accepted', 'accepted', 'unknown_trigger']);
+      expect(statements()).toBeLessThanOrEqual(2);
+      await until(() => heard.length >= 2, 5_000, 'the announcements');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Once per installation per transaction (the first message went alone, the rest together).
+      expect([...new Set(heard)].sort()).toEqual([one.installationId, two.installationId].sort());
+    } finally {
+      await listening.end();
+    }
+  });
+});
