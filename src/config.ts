@@ -270,93 +270,27 @@ export const EnvSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino level'),
 });
 
+type Setting = keyof typeof EnvSchema.shape;
+
+/** A setting's default, from the schema above: what route descriptions quote, so they cannot drift from it. */
+export function defaultOf<K extends Setting>(name: K): z.output<(typeof EnvSchema.shape)[K]> {
+  return EnvSchema.shape[name].parse(undefined) as z.output<(typeof EnvSchema.shape)[K]>;
+}
+
+/** `` `NAME` (20 by default) ``, for a description; `shown` writes the default another way (`5 minutes`). */
+export function settingText(name: Setting, shown: (value: number) => string = String): string {
+  return `\`${name}\` (${shown(Number(defaultOf(name)))} by default)`;
+}
+
 /** The environment variables the broker reads, all as strings. */
 export type Env = Partial<Record<keyof z.input<typeof EnvSchema>, string>>;
 
-export interface Config {
-  readonly port: number;
-  readonly host: string;
-  /** Where Composio can reach this broker (for the webhook URL in sandbox mode). */
-  readonly publicUrl: string | undefined;
-  readonly databaseUrl: string | undefined;
-  readonly dataDir: string;
-  /** Whether `DATA_DIR` was set: the operator CLI makes no database in the default folder. */
-  readonly dataDirGiven: boolean;
-  /** How long a dead embedded Postgres is tried again before the broker gives up (`EMBEDDED_POSTGRES_RESTART_MS`). */
-  readonly embeddedRestartForMs: number;
-  readonly databasePoolSize: number;
-  /** Bound on each statement, on connecting and on waiting for Postgres to answer at all. */
-  readonly databaseTimeoutMs: number;
-  readonly composio: {
-    /** Unset: sandbox mode, the built-in simulator. */
-    readonly apiKey: string | undefined;
-    readonly baseUrl: string;
-    /** Secrets accepted on incoming webhooks; several during a rotation. */
-    readonly webhookSecrets: readonly string[];
-    readonly callsPerMinute: number;
-    readonly timeoutMs: number;
-    /** The MCP request's own deadline for status and headers, and for each silence of its body. */
-    readonly mcpTimeoutMs: number;
-    /** The simulator's port in sandbox mode: stable (PORT + 1) so consent links outlive a restart; 0 picks a free one. */
-    readonly sandboxPort: number;
-    /** Where the simulator listens in sandbox mode (`0.0.0.0` in a container, port published). */
-    readonly sandboxHost: string;
-  };
-  readonly operators: {
-    /** The JWKS grants and admin tokens must verify against; unset refuses both. */
-    readonly publicKeys: { keys: Record<string, unknown>[] } | undefined;
-    readonly issuer: string;
-  };
-  readonly registrationMode: 'open' | 'closed';
-  readonly limits: {
-    readonly registrationsPerMinute: number;
-    readonly connectorRequestsPerMinute: number;
-    /** MCP requests per installation per minute (notifications and pings not counted). */
-    readonly mcpRequestsPerMinute: number;
-    readonly badWebhooksPerMinute: number;
-    /** Polls and acknowledgements per installation per minute (`/v1/events`, `/v1/events/ack`, each counted). */
-    readonly eventRequestsPerMinute: number;
-    /** Check-ins (`GET /v1/me`) per installation token per minute. */
-    readonly checkInsPerMinute: number;
-    readonly bodyLimitBytes: number;
-    readonly mcpBodyLimitBytes: number;
-  };
-  readonly quotas: { readonly standard: number; readonly paid: number };
-  readonly events: {
-    readonly retentionDays: number;
-    readonly pollMaxWaitSeconds: number;
-    /** `trigger.test` events each installation may queue per UTC day (outside the quota). */
-    readonly testsPerDay: number;
-    /** Waiting polls per installation; a poll beyond them answers the oldest waiting one at once, empty. */
-    readonly pollsPerInstallation: number;
-    /** How often the `LISTEN` connection is checked with a notification to itself. */
-    readonly listenerHeartbeatMs: number;
-    /** Installations whose token and queue position each process keeps in memory. */
-    readonly knownInstallations: number;
-  };
-  /** How long the operators' audit trail is kept. */
-  readonly auditRetentionDays: number;
-  /** How often triggers that lost their account are checked for a reconnect under their label. */
-  readonly triggers: {
-    readonly reconnectCheckSeconds: number;
-    /** Minutes between the end of one reconciliation with Composio and the start of the next. */
-    readonly reconcileMinutes: number;
-  };
-  readonly metrics: {
-    readonly token: string | undefined;
-    readonly host: string | undefined;
-    readonly port: number | undefined;
-  };
-  readonly shutdownGraceMs: number;
-  /** How long a request (headers and body) may take to arrive before it is answered `408`. */
-  readonly requestTimeoutMs: number;
-  /**
-   * Which proxies' `x-forwarded-for` entries give the client address: `false` none, a hop count,
-   * or the proxies' addresses/CIDRs (never `true`, which would believe the client itself).
-   */
-  readonly trustProxy: false | number | readonly string[];
-  readonly logLevel: string;
-}
+/**
+ * The broker's configuration, as `loadConfig` answers it: its type is the mapping's below, so a
+ * setting is written in `EnvSchema` (name, parsing, default, description) and once here (where it
+ * lands), never a third time. Each setting's meaning is its `.describe()` above.
+ */
+export type Config = ReturnType<typeof configOf>;
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -398,7 +332,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     );
   }
 
-  let publicKeys: Config['operators']['publicKeys'];
+  let publicKeys: z.output<typeof JwksSchema> | undefined;
   if (e.OPERATOR_PUBLIC_KEYS) {
     try {
       const jwks = JwksSchema.safeParse(JSON.parse(e.OPERATOR_PUBLIC_KEYS));
@@ -438,27 +372,43 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
+  return configOf(e, { databaseUrl, dataDirGiven: env.DATA_DIR !== undefined, webhookSecrets, publicKeys });
+}
+
+function configOf(
+  e: z.output<typeof EnvSchema>,
+  checked: {
+    databaseUrl: string | undefined;
+    dataDirGiven: boolean;
+    webhookSecrets: string[];
+    publicKeys: z.output<typeof JwksSchema> | undefined;
+  },
+) {
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
     publicUrl: e.PUBLIC_URL,
-    databaseUrl,
+    databaseUrl: checked.databaseUrl,
     dataDir: e.DATA_DIR,
-    dataDirGiven: env.DATA_DIR !== undefined,
+    /** Whether `DATA_DIR` was set: the operator CLI makes no database in the default folder. */
+    dataDirGiven: checked.dataDirGiven,
     embeddedRestartForMs: e.EMBEDDED_POSTGRES_RESTART_MS,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,
     composio: Object.freeze({
       apiKey: e.COMPOSIO_API_KEY,
       baseUrl: e.COMPOSIO_BASE_URL,
-      webhookSecrets: Object.freeze(webhookSecrets),
+      /** Secrets accepted on incoming webhooks; several during a rotation. */
+      webhookSecrets: Object.freeze(checked.webhookSecrets),
       callsPerMinute: e.COMPOSIO_CALLS_PER_MINUTE,
       timeoutMs: e.COMPOSIO_TIMEOUT_MS,
       mcpTimeoutMs: e.MCP_TIMEOUT_MS,
+      /** Stable (PORT + 1) so consent links outlive a restart; 0 picks a free one. */
       sandboxPort: e.SANDBOX_PORT ?? (e.PORT === 0 || e.PORT === 65535 ? 0 : e.PORT + 1),
       sandboxHost: e.SANDBOX_HOST,
     }),
-    operators: Object.freeze({ publicKeys, issuer: e.OPERATOR_ISSUER }),
+    /** `publicKeys`: the JWKS grants and admin tokens must verify against; unset refuses both. */
+    operators: Object.freeze({ publicKeys: checked.publicKeys, issuer: e.OPERATOR_ISSUER }),
     registrationMode: e.REGISTRATION_MODE,
     limits: Object.freeze({
       registrationsPerMinute: e.REGISTRATIONS_PER_MINUTE,
@@ -487,6 +437,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     metrics: Object.freeze({ token: e.METRICS_TOKEN, host: e.METRICS_HOST, port: e.METRICS_PORT }),
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    /** `false` none, a hop count, or the proxies' addresses/CIDRs (never `true`, which would believe the client itself). */
     trustProxy: Array.isArray(e.TRUST_PROXY) ? Object.freeze([...e.TRUST_PROXY]) : e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
   });

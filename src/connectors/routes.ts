@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { ComposioGateway } from '../composio/index.js';
+import { settingText } from '../config.js';
 import type { Database } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
@@ -16,6 +17,9 @@ import { disconnectAccount, disconnectSelected } from './disconnect.js';
 import { inventory } from './inventory.js';
 import { countsAsMcpRequest, proxyMcp } from './mcp-proxy.js';
 import { Alias, ConnectedAccountId, ToolkitSlug } from './patterns.js';
+
+const minutes = (ms: number) => `${ms / 60_000} minutes`;
+const mebibytes = (bytes: number) => `${bytes / 1024 / 1024} MiB`;
 
 export interface ConnectorRoutesDeps {
   database: Database;
@@ -222,17 +226,16 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   const mcpRefused = {
     ...refused,
     429: refusal(
-      'More than the per-installation budget of MCP requests (600 a minute by default, `MCP_REQUESTS_PER_MINUTE`, apart from the connected-app budget); notifications and pings do not count.',
+      `More than the per-installation budget of MCP requests a minute, ${settingText('MCP_REQUESTS_PER_MINUTE')}, apart from the connected-app budget; notifications and pings do not count.`,
     ),
     502: refusal(
-      'Composio is down or refused (`upstream_unavailable`), or the MCP server sent no status within `MCP_TIMEOUT_MS` (5 minutes by default); a streamed answer that goes silent that long is cut off. `error` is readable.',
+      `Composio is down or refused (\`upstream_unavailable\`), or the MCP server sent no status within ${settingText('MCP_TIMEOUT_MS', minutes)}; a streamed answer that goes silent that long is cut off. \`error\` is readable.`,
     ),
   };
   const mcpPost = {
     tags: ['connected apps'],
     summary: "The installation's tools over MCP (Streamable HTTP)",
-    description:
-      "A streaming proxy to the installation's Session MCP endpoint, with the project key added here. `mcp-session-id`, `mcp-protocol-version` and `accept` are passed on; `mcp-session-id` comes back. An `initialize` always starts a new MCP session, whatever `mcp-session-id` it carries (a stale one included). Server-sent events are streamed as they arrive. A tool call may take minutes: the MCP server has `MCP_TIMEOUT_MS` (5 minutes by default) to start its answer, and a stream that keeps sending is never cut. Bodies over 2 MiB get `413`. A signed-out account's error carries a note telling the bot to call `COMPOSIO_MANAGE_CONNECTIONS`.",
+    description: `A streaming proxy to the installation's Session MCP endpoint, with the project key added here. \`mcp-session-id\`, \`mcp-protocol-version\` and \`accept\` are passed on; \`mcp-session-id\` comes back. An \`initialize\` always starts a new MCP session, whatever \`mcp-session-id\` it carries (a stale one included). Server-sent events are streamed as they arrive. A tool call may take minutes: the MCP server has ${settingText('MCP_TIMEOUT_MS', minutes)} to start its answer, and a stream that keeps sending is never cut. Bodies over ${settingText('MCP_BODY_LIMIT_BYTES', mebibytes)} get \`413\`. A signed-out account's error carries a note telling the bot to call \`COMPOSIO_MANAGE_CONNECTIONS\`.`,
     security: installationToken,
     headers: describedHeaders({
       'mcp-session-id': { required: false, description: 'Passed both ways; ignored on `initialize`.' },

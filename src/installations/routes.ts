@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
+import { settingText } from '../config.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests, unavailable } from '../errors.js';
 import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
@@ -61,7 +62,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
       schema: {
         tags: ['installations'],
         summary: 'Register an installation',
-        description: 'Rate-limited per client address (30 a minute by default). A Cloud on a paid plan may present its grant here.',
+        description: `Rate-limited per client address: ${settingText('REGISTRATIONS_PER_MINUTE')} a minute. A Cloud on a paid plan may present its grant here.`,
         body: RegisterBody,
         response: {
           201: json('Registered. The token is shown once and never again.', Registered),
@@ -111,7 +112,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
           401: refusals.unauthorized,
           403: refusals.installationDisabled,
           429: refusal(
-            'More check-ins with this token than `CHECK_INS_PER_MINUTE` (30 by default; the app checks in at each start): keep the token and retry after `retry-after`.',
+            `More check-ins with this token than ${settingText('CHECK_INS_PER_MINUTE')}; the app checks in at each start: keep the token and retry after \`retry-after\`.`,
           ),
           503: refusal('The database is not reachable (`database_unavailable`): keep the token and retry after `retry-after`.'),
         },

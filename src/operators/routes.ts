@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
+import { settingText } from '../config.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
@@ -367,8 +368,7 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
   const auditList = {
     tags: ['operators'],
     summary: 'The audit trail',
-    description:
-      'Every operator action (disable, enable, revoke, registration switch, import, webhook secret rotation, operator key change), newest first, each written in the same transaction as the action. Kept `AUDIT_RETENTION_DAYS` (400 by default).',
+    description: `Every operator action (disable, enable, revoke, registration switch, import, webhook secret rotation, operator key change), newest first, each written in the same transaction as the action. Kept ${settingText('AUDIT_RETENTION_DAYS')}.`,
     security: operatorToken,
     querystring: AuditQuery,
     response: {

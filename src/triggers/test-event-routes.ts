@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
+import { settingText } from '../config.js';
 import type { Database } from '../db/database.js';
 import type { QueueRuntime } from '../events/queue/runtime.js';
 import { installationToken, json, refusal, refusals } from '../http/responses.js';
@@ -36,8 +37,7 @@ export async function triggerTestRoutes(server: FastifyInstance, deps: TriggerTe
   const test = {
     tags: ['triggers'],
     summary: 'Send a test event for a trigger',
-    description:
-      'Queues one `trigger.test` event for this trigger: the shape of its `trigger.event` (same `triggerId`, `automationId`, `toolkit`, `triggerSlug`, `connectedAccountId`), `data` a sample payload of its type, and `test: true`. Composio is not called. It wakes a waiting poll like any event, never counts against the quota, and has its own allowance of `TRIGGER_TESTS_PER_DAY` (20) per installation per UTC day; past it, `429 test_allowance_exceeded` with `retry-after`. Paused triggers and triggers that need a reconnect can be tested too.',
+    description: `Queues one \`trigger.test\` event for this trigger: the shape of its \`trigger.event\` (same \`triggerId\`, \`automationId\`, \`toolkit\`, \`triggerSlug\`, \`connectedAccountId\`), \`data\` a sample payload of its type, and \`test: true\`. Composio is not called. It wakes a waiting poll like any event, never counts against the quota, and has its own allowance of ${settingText('TRIGGER_TESTS_PER_DAY')} per installation per UTC day; past it, \`429 test_allowance_exceeded\` with \`retry-after\`. Paused triggers and triggers that need a reconnect can be tested too.`,
     security: installationToken,
     params: IdParams,
     response: {
