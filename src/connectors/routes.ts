@@ -10,7 +10,7 @@ import { AppError } from '../errors.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { describedHeaders, empty, installationToken, json, refusal, refusals } from '../http/responses.js';
 import type { InstallationDirectory } from '../installations/directory.js';
-import { requireInstallation } from '../installations/guard.js';
+import { installationRoute } from '../installations/guard.js';
 import { authorize, type NoteSignInLink } from './authorize.js';
 import { CatalogCache } from './catalog.js';
 import { disconnectAccount, disconnectSelected } from './disconnect.js';
@@ -96,11 +96,9 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
   const { composio } = deps;
   const catalog = new CatalogCache(composio, deps.clock, deps.logger);
   // Every route here spends the shared Composio budget, so each installation gets a share.
-  // On `onRequest`, before the body is read: without a valid token nothing sent is parsed.
-  const routeOptions = {
-    onRequest: requireInstallation(deps.installations),
-    config: perInstallationLimit(deps.requestsPerMinute, 'too many connected-app requests; wait a minute and try again'),
-  };
+  const routeOptions = installationRoute(deps.installations, {
+    limit: perInstallationLimit(server, deps.requestsPerMinute, 'too many connected-app requests; wait a minute and try again'),
+  });
 
   const connected = {
     tags: ['connected apps'],
@@ -294,15 +292,14 @@ export async function connectorRoutes(server: FastifyInstance, deps: ConnectorRo
 
   // MCP has its own budget (hosts send many small messages), and what asks the server for no
   // work (notifications, pings) is not counted.
-  const mcpOptions = {
-    onRequest: requireInstallation(deps.installations),
-    config: {
-      rateLimit: {
-        ...perInstallationLimit(deps.mcpRequestsPerMinute, 'too many MCP requests; wait a minute and try again').rateLimit,
-        allowList: (request: FastifyRequest) => !countsAsMcpRequest(Buffer.isBuffer(request.body) ? request.body : undefined),
-      },
-    },
-  };
+  const mcpOptions = installationRoute(deps.installations, {
+    limit: perInstallationLimit(
+      server,
+      deps.mcpRequestsPerMinute,
+      'too many MCP requests; wait a minute and try again',
+      (request) => !countsAsMcpRequest(Buffer.isBuffer(request.body) ? request.body : undefined),
+    ),
+  });
 
   await server.register(async (mcp) => {
     // The MCP body goes upstream byte for byte, whatever its content type.

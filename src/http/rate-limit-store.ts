@@ -31,7 +31,12 @@ export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimit
   class SharedStore implements FastifyRateLimitStore {
     private readonly keys = new Map<string, KeyState>();
 
-    constructor(private readonly scope = '') {}
+    /** `null`: the keys name their route themselves (`http/installation-limit.ts`). */
+    constructor(private readonly scope: string | null = '') {}
+
+    private stored(key: string): string {
+      return this.scope === null ? key : `${this.scope}|${key}`;
+    }
 
     incr(key: string, callback: Callback, timeWindow: number, max: number): void {
       const now = performance.now();
@@ -53,7 +58,7 @@ export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimit
         const held = state.held.splice(0);
         for (const retry of held) retry();
       };
-      counters.hit(`${this.scope}|${key}`, timeWindow).then(
+      counters.hit(this.stored(key), timeWindow).then(
         (count) => {
           const until = performance.now() + count.ttl;
           // Answers may arrive out of order: keep the highest count of the newest window.
@@ -71,7 +76,7 @@ export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimit
     }
 
     read(key: string, callback: Callback): void {
-      counters.read(`${this.scope}|${key}`).then(
+      counters.read(this.stored(key)).then(
         (count) => callback(null, count),
         (error: unknown) => callback(error instanceof Error ? error : new Error(String(error))),
       );
@@ -91,9 +96,11 @@ export function sharedRateLimitStore(counters: SharedCounters): FastifyRateLimit
       return state;
     }
 
-    // The plugin passes the route's merged limit settings, the route itself under `routeInfo`.
+    // The plugin passes the route's merged limit settings, the route itself under `routeInfo`; a
+    // limit made with `app.rateLimit()` has no route there, and its keys name the route.
     child(routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
       const info = (routeOptions as { routeInfo?: { method?: string | string[]; url?: string } }).routeInfo ?? {};
+      if (info.url === undefined) return new SharedStore(null);
       const method = Array.isArray(info.method) ? info.method.join(',') : (info.method ?? '');
       return new SharedStore(`${method} ${info.url ?? ''}`);
     }

@@ -1,14 +1,14 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
-import { tooManyRequests } from '../errors.js';
+import { perInstallationLimit } from '../http/installation-limit.js';
 import { installationToken, json, refusal, refusals, timestamp } from '../http/responses.js';
 import type { GrantVerifier } from '../plans/grants.js';
 import { presentGrant } from '../plans/present.js';
 import type { InstallationDirectory } from './directory.js';
-import { requireInstallation } from './guard.js';
+import { installationRoute } from './guard.js';
 
 export interface PlanRoutesDeps {
   database: Database;
@@ -63,18 +63,10 @@ export async function planRoutes(server: FastifyInstance, deps: PlanRoutesDeps):
           429: refusals.rateLimited,
         },
       },
-      // Both before validation: without a valid token, or over the limit, the body is not looked at.
-      preValidation: requireInstallation(deps.installations),
-      config: {
-        rateLimit: {
-          // Counted per installation, after the token check: clients behind one address do not share it.
-          hook: 'preValidation',
-          keyGenerator: (request: FastifyRequest) => request.installation.id,
-          max: GRANT_PRESENTATIONS_PER_MINUTE,
-          timeWindow: 60_000,
-          errorResponseBuilder: (_request, context) => tooManyRequests('too many grant presentations', context.ttl / 1000),
-        },
-      },
+      // Counted per installation, after the token check: clients behind one address do not share it.
+      ...installationRoute(deps.installations, {
+        limit: perInstallationLimit(server, GRANT_PRESENTATIONS_PER_MINUTE, 'too many grant presentations'),
+      }),
     },
     async (request) => {
       const { grant: token } = request.body;

@@ -9,7 +9,7 @@ import { empty, installationToken, json, refusal, refusals, timestamp, uuid } fr
 import type { GrantVerifier } from '../plans/grants.js';
 import type { Quotas } from '../plans/plan.js';
 import type { InstallationDirectory } from './directory.js';
-import { requireInstallation } from './guard.js';
+import { installationRoute } from './guard.js';
 import { describeInstallation, type Installation, registerInstallation } from './installations.js';
 import { type RegistrationMode, registrationMode } from './registration.js';
 import { perTokenLimit } from './token-limit.js';
@@ -53,8 +53,6 @@ const Me = z
 export async function installationRoutes(server: FastifyInstance, deps: InstallationRoutesDeps): Promise<void> {
   const app = server.withTypeProvider<ZodTypeProvider>();
   const { db } = deps.database;
-  // Before validation, so a request without a valid token learns nothing else.
-  const guard = requireInstallation(deps.installations);
 
   app.post(
     '/v1/installations',
@@ -100,7 +98,11 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
   app.get(
     '/v1/me',
     {
-      preValidation: guard,
+      // Counted by the presented token before it is looked up: a disabled installation's app,
+      // retrying its check-in, is turned away without a query.
+      ...installationRoute(deps.installations, {
+        limit: perTokenLimit(server, deps.checkInsPerMinute, 'too many check-ins with this token; retry after a minute'),
+      }),
       schema: {
         tags: ['installations'],
         summary: 'Check in',
@@ -117,7 +119,6 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
           503: refusal('The database is not reachable (`database_unavailable`): keep the token and retry after `retry-after`.'),
         },
       },
-      config: perTokenLimit(deps.checkInsPerMinute, 'too many check-ins with this token; retry after a minute'),
     },
     async (request) => describeInstallation(db, request.installation, deps.quotas, deps.clock.now()),
   );
@@ -134,7 +135,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
       502: refusals.composioFailed,
     },
   };
-  app.delete('/v1/me', { preValidation: guard, schema: removal }, async (request, reply) => {
+  app.delete('/v1/me', { ...installationRoute(deps.installations), schema: removal }, async (request, reply) => {
     await deps.removeInstallation(request.installation);
     request.log.info({ installationId: request.installation.id }, 'installation removed');
     return reply.code(204).send();

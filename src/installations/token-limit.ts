@@ -1,5 +1,6 @@
+import type { FastifyInstance } from 'fastify';
 import { bearerToken } from '../http/authenticate.js';
-import { perMinuteLimit } from '../http/installation-limit.js';
+import { type RequestLimit, sharedLimit } from '../http/installation-limit.js';
 import { hashToken } from './tokens.js';
 
 /**
@@ -9,11 +10,11 @@ import { hashToken } from './tokens.js';
  * request without a token is not counted (it is refused at once, without a query). The key
  * holds the token's hash, never the token.
  */
-export function perTokenLimit(max: number, message: string) {
-  return perMinuteLimit({
+export function perTokenLimit(app: FastifyInstance, max: number, message: string): RequestLimit {
+  return sharedLimit(app, {
     max,
     message,
-    hook: 'onRequest',
+    stage: 'token',
     key: (request) => {
       const token = bearerToken(request);
       return token === null ? null : `token:${hashToken(token)}`;

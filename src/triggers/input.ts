@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConnectedAccountId, ToolkitSlug } from '../connectors/patterns.js';
 import { unstorablePath } from '../http/json-limits.js';
+import { triggerNotFound } from './errors.js';
 import { GMAIL_FILTER_KEYS, labelTerm, searchableText } from './gmail-query.js';
 
 /** What a client may send to the trigger routes, checked before anything is looked up. */
@@ -94,4 +95,9 @@ const TRIGGER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 export function isTriggerId(value: string): boolean {
   return TRIGGER_ID.test(value);
+}
+
+/** The check of every `/:id` trigger route, before its body is validated: anything that cannot be a trigger id is the same 404 as another installation's. */
+export async function knownTriggerId(request: { params: unknown }): Promise<void> {
+  if (!isTriggerId((request.params as { id: string }).id)) throw triggerNotFound();
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { type Clock, utcDay } from '../clock.js';
@@ -8,11 +8,10 @@ import type { Database } from '../db/database.js';
 import { perInstallationLimit } from '../http/installation-limit.js';
 import { empty, installationToken, json, refusal, refusals, timestamp, uuid } from '../http/responses.js';
 import type { InstallationDirectory } from '../installations/directory.js';
-import { requireInstallation } from '../installations/guard.js';
+import { installationRoute } from '../installations/guard.js';
 import { createTrigger, type TriggerDeps } from './create.js';
 import { deleteTrigger } from './delete.js';
-import { triggerNotFound } from './errors.js';
-import { CreateTriggerBody, isTriggerId, UpdateTriggerBody } from './input.js';
+import { CreateTriggerBody, knownTriggerId, UpdateTriggerBody } from './input.js';
 import { getTrigger, listTriggers } from './list.js';
 import { rebindTrigger } from './reconnect.js';
 import { type TriggerTypeCache, toTriggerTypeView } from './types.js';
@@ -118,27 +117,13 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
   const domain: TriggerDeps = { db: deps.database.db, composio: deps.composio, types: deps.types, log: app.log };
   const { db } = deps.database;
   const today = () => utcDay(deps.clock.now());
-  // On `onRequest`, before the body is read: a request without a valid token is refused
-  // before anything it sent is parsed.
-  const authenticated = { onRequest: requireInstallation(deps.installations) };
-  // Each of these spends the shared Composio budget, so each installation gets a share of it.
-  const composioShare = {
-    ...authenticated,
-    config: perInstallationLimit(deps.requestsPerMinute, 'too many trigger changes; wait a minute and try again'),
-  };
-
-  /**
-   * A 404 for anything that cannot be a trigger id, before the body is validated. It is added
-   * when a route is, after the rate limit's own pre-validation hook, so a limited client still
-   * hears `429` first.
-   */
-  const knownTriggerId = async (request: FastifyRequest) => {
-    const { id } = request.params as { id: string };
-    if (!isTriggerId(id)) throw triggerNotFound();
-  };
-  app.addHook('onRoute', (route) => {
-    if (route.url.endsWith('/:id')) route.preValidation = [route.preValidation ?? [], knownTriggerId].flat();
-  });
+  // Creating, changing and deleting spend the shared Composio budget, so each installation gets a share.
+  const composioShare = perInstallationLimit(server, deps.requestsPerMinute, 'too many trigger changes; wait a minute and try again');
+  const route = (options: { callsComposio: boolean; byId: boolean }) =>
+    installationRoute(deps.installations, {
+      ...(options.callsComposio ? { limit: composioShare } : {}),
+      ...(options.byId ? { checks: [knownTriggerId] } : {}),
+    });
   const triggerId = (request: { params: { id: string } }): string => request.params.id.toLowerCase();
 
   const create = {
@@ -168,10 +153,14 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       ...composioRefusals,
     },
   };
-  app.post('/v1/triggers', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: create }, async (request, reply) => {
-    const { trigger, created } = await createTrigger(domain, request.installation, request.body, today());
-    return reply.code(created ? 201 : 200).send(trigger);
-  });
+  app.post(
+    '/v1/triggers',
+    { ...route({ callsComposio: true, byId: false }), bodyLimit: TRIGGER_BODY_LIMIT, schema: create },
+    async (request, reply) => {
+      const { trigger, created } = await createTrigger(domain, request.installation, request.body, today());
+      return reply.code(created ? 201 : 200).send(trigger);
+    },
+  );
 
   const types = {
     tags: ['triggers'],
@@ -188,7 +177,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       ...composioRefusals,
     },
   };
-  app.get('/v1/triggers/types', { ...composioShare, schema: types }, async (request, reply) => {
+  app.get('/v1/triggers/types', { ...route({ callsComposio: true, byId: false }), schema: types }, async (request, reply) => {
     const { toolkit } = request.query;
     const { types: found, ageSeconds } = await deps.types.get(toolkit);
     return reply.header('age', String(ageSeconds)).send({ toolkit, types: found.map(toTriggerTypeView) });
@@ -204,7 +193,9 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       403: refusals.installationDisabled,
     },
   };
-  app.get('/v1/triggers', { ...authenticated, schema: list }, async (request) => listTriggers(db, request.installation.id, today()));
+  app.get('/v1/triggers', { ...route({ callsComposio: false, byId: false }), schema: list }, async (request) =>
+    listTriggers(db, request.installation.id, today()),
+  );
 
   const one = {
     tags: ['triggers'],
@@ -218,7 +209,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       404: triggerNotFoundRefusal,
     },
   };
-  app.get('/v1/triggers/:id', { ...authenticated, schema: one }, async (request) =>
+  app.get('/v1/triggers/:id', { ...route({ callsComposio: false, byId: true }), schema: one }, async (request) =>
     getTrigger(db, request.installation.id, triggerId(request), today()),
   );
 
@@ -246,14 +237,18 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       ...composioRefusals,
     },
   };
-  app.patch('/v1/triggers/:id', { ...composioShare, bodyLimit: TRIGGER_BODY_LIMIT, schema: update }, async (request) => {
-    const { enabled, connectedAccountId } = request.body;
-    const id = triggerId(request);
-    let trigger: TriggerView | undefined;
-    if (connectedAccountId !== undefined) trigger = await rebindTrigger(domain, request.installation, id, connectedAccountId, today());
-    if (enabled !== undefined) trigger = await setTriggerEnabled(domain, request.installation.id, id, enabled, today());
-    return trigger!;
-  });
+  app.patch(
+    '/v1/triggers/:id',
+    { ...route({ callsComposio: true, byId: true }), bodyLimit: TRIGGER_BODY_LIMIT, schema: update },
+    async (request) => {
+      const { enabled, connectedAccountId } = request.body;
+      const id = triggerId(request);
+      let trigger: TriggerView | undefined;
+      if (connectedAccountId !== undefined) trigger = await rebindTrigger(domain, request.installation, id, connectedAccountId, today());
+      if (enabled !== undefined) trigger = await setTriggerEnabled(domain, request.installation.id, id, enabled, today());
+      return trigger!;
+    },
+  );
 
   const remove = {
     tags: ['triggers'],
@@ -269,7 +264,7 @@ export async function triggerRoutes(server: FastifyInstance, deps: TriggerRoutes
       ...composioRefusals,
     },
   };
-  app.delete('/v1/triggers/:id', { ...composioShare, schema: remove }, async (request, reply) => {
+  app.delete('/v1/triggers/:id', { ...route({ callsComposio: true, byId: true }), schema: remove }, async (request, reply) => {
     await deleteTrigger(domain, request.installation.id, triggerId(request));
     return reply.code(204).send();
   });

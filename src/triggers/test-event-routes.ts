@@ -7,9 +7,8 @@ import type { Database } from '../db/database.js';
 import type { QueueRuntime } from '../events/queue/runtime.js';
 import { installationToken, json, refusal, refusals } from '../http/responses.js';
 import type { InstallationDirectory } from '../installations/directory.js';
-import { requireInstallation } from '../installations/guard.js';
-import { triggerNotFound } from './errors.js';
-import { isTriggerId } from './input.js';
+import { installationRoute } from '../installations/guard.js';
+import { knownTriggerId } from './input.js';
 import { queueTriggerTest } from './test-event.js';
 import type { TriggerTypeCache } from './types.js';
 
@@ -51,11 +50,7 @@ export async function triggerTestRoutes(server: FastifyInstance, deps: TriggerTe
   app.post(
     '/v1/triggers/:id/test',
     {
-      onRequest: requireInstallation(deps.installations),
-      // Before validation: anything that cannot be a trigger id is the same 404 as a foreign one.
-      preValidation: async (request) => {
-        if (!isTriggerId((request.params as { id: string }).id)) throw triggerNotFound();
-      },
+      ...installationRoute(deps.installations, { checks: [knownTriggerId] }),
       schema: test,
     },
     async (request, reply) => {

@@ -1,14 +1,14 @@
-import type { FastifyInstance, FastifyReply, preValidationHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { DEFAULT_POLLS_PER_INSTALLATION, POLL_WAIT_CAP_SECONDS } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import { unauthorized } from '../../errors.js';
-import { PerProcessLimit } from '../../http/process-limit.js';
+import { perProcessLimit } from '../../http/installation-limit.js';
 import { quietRequest } from '../../http/request-logger.js';
 import { empty, installationToken, json, refusal, refusals } from '../../http/responses.js';
 import type { InstallationDirectory } from '../../installations/directory.js';
-import { requireInstallation } from '../../installations/guard.js';
+import { installationRoute } from '../../installations/guard.js';
 import { EventSchema, eventJson } from '../event.js';
 import { decodeCursor } from './cursor.js';
 import { acknowledgeUpTo, type PollAnswer, pollEvents } from './poll.js';
@@ -67,7 +67,6 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   const app = server.withTypeProvider<ZodTypeProvider>();
   const { sql } = deps.database;
   const { events } = deps;
-  const guard = requireInstallation(deps.installations);
 
   // The LISTEN connection is open before the first poll is accepted; at shutdown waiting polls
   // are answered before the server waits for in-flight requests, and listening stops before
@@ -97,19 +96,13 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   // Neither route calls Composio.
   const config = { composioCalls: false as const };
   // Counted in this process's memory, after the token check: an idle poll costs no statement.
-  const counted = (limit: PerProcessLimit): preValidationHookHandler =>
-    function countRequest(request, _reply, done) {
-      limit.count(request.installation.id);
-      done();
-    };
   const message = 'too many event requests for this installation';
-  const countPoll = counted(new PerProcessLimit(deps.requestsPerMinute, message));
-  const countAck = counted(new PerProcessLimit(deps.requestsPerMinute, message));
+  const polls = installationRoute(deps.installations, { limit: perProcessLimit(deps.requestsPerMinute, message) });
+  const acks = installationRoute(deps.installations, { limit: perProcessLimit(deps.requestsPerMinute, message) });
   const pollDeps = { sql, hub: events.hub, knowledge: events.knowledge };
-  // The token is checked before the query is validated: without one, nothing else is said.
   // Not an async function, and answered through `reply.send`: a held poll is the poll's object,
   // its timer and the two callbacks here, with no promise or suspended frame around them.
-  app.get('/v1/events', { preValidation: [guard, countPoll], schema: poll, config }, (request, reply) => {
+  app.get('/v1/events', { ...polls, schema: poll, config }, (request, reply) => {
     const { query } = request;
     const held = pollEvents(
       pollDeps,
@@ -152,7 +145,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
       429: refusals.installationEventsRateLimited,
     },
   };
-  app.post('/v1/events/ack', { preValidation: [guard, countAck], schema: ack, config }, async (request, reply) => {
+  app.post('/v1/events/ack', { ...acks, schema: ack, config }, async (request, reply) => {
     const { cursor } = request.body;
     const installationId = request.installation.id;
     if (!(await acknowledgeUpTo(pollDeps, installationId, decodeCursor(installationId, cursor)))) throw unauthorized();
