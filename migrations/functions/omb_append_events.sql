@@ -6,10 +6,10 @@
 -- The caller holds the row lock of every installation concerned (taken before its dedupe
 -- checks), so positions are allocated and committed in order and stay contiguous per
 -- installation: a position missing between a cursor and the first event still kept can only
--- have been removed by retention, which is how a poll knows to say `gap` (src/events/queue/queue.ts).
+-- have been removed by retention, which is how a poll knows to say `gap` (src/queue/queue.ts).
 --
 -- The rows land in the partitions of their `received_at` days (or in the default partition when
--- a day has none yet; src/events/retention/retention.ts creates them ahead). Answers each event's position,
+-- a day has none yet; src/retention/retention.ts creates them ahead). Answers each event's position,
 -- by its 1-based index in the arrays.
 CREATE OR REPLACE FUNCTION omb_append_events(
   p_installation uuid[],

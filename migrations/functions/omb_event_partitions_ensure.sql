@@ -1,6 +1,6 @@
 -- The day partitions of `events` (one per UTC day, `events_pYYYYMMDD`, holding what was received
 -- from that midnight to the next), created ahead by the broker's maintenance job
--- (src/events/retention/retention.ts) under its advisory lock, and by the migration that partitioned the
+-- (src/retention/retention.ts) under its advisory lock, and by the migration that partitioned the
 -- table. Creates the missing ones for every day from p_from through p_through; answers how many
 -- it created.
 --

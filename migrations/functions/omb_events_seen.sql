@@ -12,7 +12,7 @@
 -- whole partitions once they hold many events).
 --
 -- Ids the broker makes for its own events start with `omb:`, which a `webhook-id` may not
--- (src/events/intake/receive.ts), so a webhook can never be taken for one of them.
+-- (src/intake/receive.ts), so a webhook can never be taken for one of them.
 CREATE OR REPLACE FUNCTION omb_events_seen(p_installation uuid[], p_id text[], p_received_at timestamptz[])
 RETURNS TABLE (installation_id uuid, id text) LANGUAGE sql STABLE AS $$
   SELECT g.installation_id, g.id

@@ -18,11 +18,11 @@
 -- Events enter the queue through omb_append_event alone. The shapes of the events queued here are
 -- built here: `trigger.event` carries Composio's data as it came, `quota.exceeded` the day, the
 -- limit and when it resets. The caller names the day the message counts in, when that day
--- resets and the id of its `quota.exceeded` event (src/events/intake/ingest.ts): every UTC day boundary
+-- resets and the id of its `quota.exceeded` event (src/intake/ingest.ts): every UTC day boundary
 -- and every broker-made id is built there.
 --
 -- No NOTIFY here: pg_notify serialises commits database-wide. Ingest notifies after commit,
--- coalesced per installation (src/events/queue/notifier.ts).
+-- coalesced per installation (src/queue/notifier.ts).
 CREATE OR REPLACE FUNCTION omb_ingest_trigger_alone(
   p_event_id text,
   p_composio_trigger_id text,
@@ -80,7 +80,8 @@ BEGIN
   -- Below the smaller limit the plan cannot matter, so it is looked up only near a limit.
   v_limit := NULL;
   IF v_kept >= least(p_quota_standard, p_quota_paid) THEN
-    v_limit := omb_events_per_day(t.installation_id, p_received_at, p_quota_standard, p_quota_paid);
+    v_limit := CASE WHEN EXISTS (SELECT 1 FROM omb_paid_plans(p_received_at) p WHERE p.installation_id = t.installation_id)
+                    THEN p_quota_paid ELSE p_quota_standard END;
   END IF;
 
   IF v_limit IS NOT NULL AND v_kept >= v_limit THEN

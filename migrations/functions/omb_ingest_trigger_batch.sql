@@ -1,4 +1,4 @@
--- Several trigger messages in one transaction (src/events/intake/ingest-batcher.ts): one commit, one WAL
+-- Several trigger messages in one transaction (src/intake/ingest-batcher.ts): one commit, one WAL
 -- flush, for as many webhooks as arrived while earlier batches were committing.
 --
 -- First every installation the batch routes to is locked, in the order of their ids, so

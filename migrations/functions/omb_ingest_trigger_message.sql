@@ -3,7 +3,7 @@
 -- omb_ingest_trigger_alone replaced it, with the trigger's filter decided in the database). The
 -- next release drops it, with omb_ingest_trigger_message and omb_event_seen.
 --
--- One trigger message into its installation's queue, the careful way (src/events/intake/ingest.ts,
+-- One trigger message into its installation's queue, the careful way (src/intake/ingest.ts,
 -- through omb_ingest_trigger_messages, which keeps plainly clean installations' messages
 -- together itself and sends every other message here, one at a time).
 --
@@ -25,7 +25,7 @@
 -- as it came, `quota.exceeded` the day, the limit and when it resets.
 --
 -- No NOTIFY here: pg_notify serialises commits database-wide. Ingest notifies after commit,
--- coalesced per installation (src/events/queue/notifier.ts).
+-- coalesced per installation (src/queue/notifier.ts).
 CREATE OR REPLACE FUNCTION omb_ingest_trigger_message(
   p_event_id text,
   p_composio_trigger_id text,

@@ -9,7 +9,7 @@
 -- Test events never count against the quota (`kept`/`skipped`): they have their own small daily
 -- allowance, counted in `daily_usage.test_events` under the same lock.
 --
--- No NOTIFY here: the caller notifies after commit (src/events/queue/notifier.ts), as ingest does.
+-- No NOTIFY here: the caller notifies after commit (src/queue/notifier.ts), as ingest does.
 CREATE OR REPLACE FUNCTION omb_queue_trigger_test(
   p_installation uuid,
   p_trigger uuid,

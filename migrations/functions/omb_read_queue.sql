@@ -1,4 +1,4 @@
--- One read of an installation's queue (src/events/queue/queue.ts readQueue): where the queue stands
+-- One read of an installation's queue (src/queue/queue.ts readQueue): where the queue stands
 -- (`after`: p_after, or the acknowledged position when null; `last`: its last position) and up to
 -- p_limit events after `after`, in position order, none received before the retention horizon
 -- (event_retention.kept_since) nor, with p_recent_only, before yesterday 00:00 UTC. One row with

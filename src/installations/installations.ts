@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db, Sql } from '../db/database.js';
 import type { VerifiedGrant } from '../plans/grants.js';
-import { currentPlanAndQuota, type Plan, type Quotas, quotaDay } from '../plans/plan.js';
+import { currentPlan, eventsPerDay, type Plan, type Quotas, quotaDay } from '../plans/plan.js';
 import { holdGrant } from '../plans/store.js';
 import { usageOn } from '../plans/usage.js';
 import { checkIn, insertInstallation } from './store.js';
@@ -62,15 +62,12 @@ export interface MeView {
 /** The check-in answer: who the installation is, its plan and today's use of its quota. */
 export async function describeInstallation(db: Db, installation: Installation, quotas: Quotas, now: Date): Promise<MeView> {
   const { day, resetsAt } = quotaDay(now);
-  const [{ plan, eventsPerDay }, usage] = await Promise.all([
-    currentPlanAndQuota(db, installation.id, now, quotas),
-    usageOn(db, installation.id, day),
-  ]);
+  const [{ plan }, usage] = await Promise.all([currentPlan(db, installation.id, now), usageOn(db, installation.id, day)]);
   return {
     installationId: installation.id,
     plan,
     quota: {
-      eventsPerDay,
+      eventsPerDay: eventsPerDay(plan, quotas),
       keptToday: usage.kept,
       skippedToday: usage.skipped,
       resetsAt: resetsAt.toISOString(),

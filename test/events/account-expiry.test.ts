@@ -76,13 +76,12 @@ describe('an expired account', () => {
     expect(t.logs.text).not.toContain(SECRET);
   });
 
-  it('through the previous release’s function (user_id among its arguments) is routed by the stored owner too', async () => {
+  it('is answered by the database function with the stored owner and what it queued', async () => {
     const { a, b, bTrigger } = await twoInstallations();
     const [row] = await t.database.sql<{ outcome: string; installation: string | null; queued: string | null }[]>`
-      select * from omb_ingest_account_expired('msg_legacy_expiry', ${bTrigger.connectedAccountId}, ${composioUserIdFor(a.installationId)},
-                                               'github', now())`;
+      select * from omb_ingest_account_expiry('msg_direct_expiry', ${bTrigger.connectedAccountId}, 'github', now())`;
     expect(row).toEqual({ outcome: 'accepted', installation: b.installationId, queued: 'connection.expired' });
     expect((await poll(t, a.auth, { wait: 0 })).events).toEqual([]);
-    expect((await poll(t, b.auth, { wait: 0 })).events).toMatchObject([{ id: 'msg_legacy_expiry', type: 'connection.expired' }]);
+    expect((await poll(t, b.auth, { wait: 0 })).events).toMatchObject([{ id: 'msg_direct_expiry', type: 'connection.expired' }]);
   });
 });

@@ -145,7 +145,7 @@ describe('the order function files are applied in', () => {
     comesBefore('omb_append_events', 'omb_append_event');
     comesBefore('omb_events_seen', 'omb_event_seen');
     comesBefore('omb_event_partition_bounds', 'omb_event_partitions_ensure');
-    comesBefore('omb_ingest_trigger_message', 'omb_ingest_trigger_messages');
+    comesBefore('omb_ingest_trigger_alone', 'omb_ingest_trigger_batch');
     comesBefore('omb_paid_plans', 'omb_ingest_trigger_message');
   });
 

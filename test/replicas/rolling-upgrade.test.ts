@@ -1,7 +1,9 @@
-import { rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type EmbeddedDatabase, startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { FUNCTIONS_FOLDER } from '../../src/db/migrate.js';
 import { decodeCursor } from '../../src/events/queue/cursor.js';
 import { createLogger } from '../../src/logger.js';
 import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
@@ -27,10 +29,13 @@ import { previousRelease, type Release } from '../support/releases.js';
  * joins it and leaves too. Starting on this release's database, the previous release applies its
  * function files again wherever their text differs from the ledger, and forgets the ledger rows of
  * files it does not have: 0.1.0 has no guard against that, so it would put its definitions back
- * under the running new brokers. For 0.1.0 and this release the function files are the same and
- * it applies none (it says how many it applied), so the definitions Postgres holds must be the
- * ones this release left: the test compares them before and after. Once a release changes a
- * function file in place, that comparison fails, and the previous release's start is the hazard to
+ * under the running new brokers. The files both releases have are the same, so it applies none of
+ * those, and the definitions Postgres holds of every function this release has must be the ones
+ * it left: the test compares them before and after. The files this release removed (their
+ * functions dropped by a contract step, which drops only what the previous release no longer
+ * calls) the previous release applies again: it puts back functions nobody calls, and this
+ * release's next start forgets their ledger rows and starts as usual. Once a release changes a
+ * function file in place, the comparison fails, and the previous release's start is the hazard to
  * deal with (a new function beside the old one, as src/README.md says of changed signatures).
  */
 
@@ -129,6 +134,24 @@ async function functionDefinitions() {
   const ledger = await db<{ functionName: string; sha256: string }[]>`
     select function_name as "functionName", sha256 from applied_functions order by 1`;
   return { functions: [...functions], ledger: [...ledger] };
+}
+
+type FunctionDefinitions = Awaited<ReturnType<typeof functionDefinitions>>;
+
+/** The function files the previous release has and this one removed: functions a contract step dropped. */
+async function removedFunctionFiles(): Promise<string[]> {
+  const names = async (folder: string) =>
+    (await readdir(folder)).filter((file) => file.endsWith('.sql')).map((file) => path.basename(file, '.sql'));
+  const kept = new Set(await names(FUNCTIONS_FOLDER));
+  return (await names(path.join(checkout.dir, 'migrations/functions'))).filter((name) => !kept.has(name)).sort();
+}
+
+/** The functions and ledger rows of all but `names`. */
+function leavingOut(definitions: FunctionDefinitions, names: readonly string[]): FunctionDefinitions {
+  return {
+    functions: definitions.functions.filter((f) => !names.includes(f.name)),
+    ledger: definitions.ledger.filter((row) => !names.includes(row.functionName)),
+  };
 }
 
 /**
@@ -306,8 +329,8 @@ describe('a rolling upgrade from the previous release to this one', () => {
 
     // The other order, started now so that its start overlaps the two serving together: a
     // previous-release broker on the database this release migrated. It finds its migrations
-    // applied and, for this pair of releases, every function file as it has it: it applies none,
-    // and the functions stay this release's.
+    // applied and every function file both releases have as it has it: of those it applies none,
+    // and the functions stay this release's. Those whose files this release removed it puts back.
     const again = start('previous');
     await until(() => load.served('head') >= SERVED_TOGETHER, 30_000, 'both serving');
     const previousAgain = await again;
@@ -342,7 +365,25 @@ describe('a rolling upgrade from the previous release to this one', () => {
       expect(webhooks[name]?.[200] ?? 0, name).toBeGreaterThan(0);
       expect(polls[name]?.[200] ?? 0, name).toBeGreaterThan(0);
     }
-    expect(afterItsStart, "the functions after the previous release started on this one's database").toEqual(migrated);
-    expect(await functionDefinitions(), 'the functions at the end').toEqual(migrated);
+    const removed = await removedFunctionFiles();
+    expect(
+      migrated.functions.filter((f) => removed.includes(f.name)),
+      'the functions this release dropped',
+    ).toEqual([]);
+    expect(functionFilesApplied(previousAgain), 'the function files the previous release applied again').toBe(removed.length);
+    expect([...new Set(afterItsStart.functions.map((f) => f.name))].filter((name) => removed.includes(name))).toEqual(removed);
+    expect(leavingOut(afterItsStart, removed), "every other function after the previous release started on this one's database").toEqual(
+      migrated,
+    );
+    expect(await functionDefinitions(), 'the functions at the end').toEqual(afterItsStart);
+
+    // This release starts again after it: it forgets the ledger rows of the files it removed (the
+    // functions the previous release put back stay, called by nobody) and applies nothing.
+    const headAgain = await start('head');
+    expect(functionFilesApplied(headAgain)).toBe(0);
+    expect(await headAgain.stop('SIGTERM')).toBe(0);
+    const afterHeadAgain = await functionDefinitions();
+    expect(afterHeadAgain.ledger, 'the ledger after this release started again').toEqual(migrated.ledger);
+    expect(afterHeadAgain.functions).toEqual(afterItsStart.functions);
   }, 180_000);
 });

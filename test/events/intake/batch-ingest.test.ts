@@ -174,16 +174,4 @@ describe('a batch of trigger messages', () => {
                                            now(), '{}'::jsonb)`,
     ).rejects.toThrow(/does not exist/);
   });
-
-  it('still ingests through the previous release’s function, for its processes during a rolling deploy', async () => {
-    const trigger = await installationWithTrigger(database);
-    const at = new Date();
-    // The previous release's message: `data` itself, not the delivery it came in.
-    const { payload, ...current } = message(trigger, at);
-    const legacy = { ...current, data: payload.data, filterChecked: false };
-    const rows = await database.sql<Row[]>`
-      select ordinal, outcome, installation, queued from omb_ingest_trigger_messages(${JSON.stringify([legacy])}::text::jsonb)`;
-    expect(rows.map((r) => [r.ordinal, r.outcome, r.queued])).toEqual([[1, 'accepted', 'trigger.event']]);
-    expect(await queue(trigger.installationId)).toEqual([{ position: 1, id: legacy.eventId, type: 'trigger.event' }]);
-  });
 });
