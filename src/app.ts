@@ -271,7 +271,7 @@ function composioCallsPerRequest(app: FastifyInstance, timeoutMs: number): void 
 }
 
 /** The status logged and counted for a request whose client hung up before its answer was done (nginx's). */
-export const CLIENT_CLOSED_STATUS = 499;
+const CLIENT_CLOSED_STATUS = 499;
 
 /** How an answer that never finished ended: the client went away, or the broker cut it off (Composio broke off mid-stream). */
 type Unfinished = 'client_closed' | 'cut_off';

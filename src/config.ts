@@ -273,7 +273,7 @@ export const EnvSchema = z.object({
 type Setting = keyof typeof EnvSchema.shape;
 
 /** A setting's default, from the schema above: what route descriptions quote, so they cannot drift from it. */
-export function defaultOf<K extends Setting>(name: K): z.output<(typeof EnvSchema.shape)[K]> {
+function defaultOf<K extends Setting>(name: K): z.output<(typeof EnvSchema.shape)[K]> {
   return EnvSchema.shape[name].parse(undefined) as z.output<(typeof EnvSchema.shape)[K]>;
 }
 

@@ -6,7 +6,7 @@ import postgres from 'postgres';
  * Everything that could carry a credential, wherever it appears in a log object. Tokens,
  * project keys, webhook secrets and grants are never written, whatever the level.
  */
-export const REDACTED_PATHS = [
+const REDACTED_PATHS = [
   'authorization',
   'token',
   'grant',
@@ -50,7 +50,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
  * grants' ids, subjects, installation ids: the log gets the statement's name and the error's
  * code and reason instead. Every `err` logged goes through it, whoever logs it.
  */
-export function serializeError(error: unknown): unknown {
+function serializeError(error: unknown): unknown {
   return pino.stdSerializers.err(withoutBoundValues(error, 0) as Error);
 }
 
@@ -108,7 +108,7 @@ function framesOf(error: Error): string[] {
  * A statement's name, from its text: `insert into grants`, `select omb_read_queue`, `select from
  * installations`. The text holds placeholders, not values, but the name is all a log line needs.
  */
-export function statementName(text: string): string {
+function statementName(text: string): string {
   const words = text.replace(/\s+/g, ' ').trim();
   const write = /^(insert into|update|delete from) "?([\w.]+)"?/i.exec(words);
   if (write) return `${write[1]!.toLowerCase()} ${write[2]}`;

@@ -26,7 +26,7 @@ export function reconnectMessage(toolkit?: string): string {
   return `${which} is signed out; call COMPOSIO_MANAGE_CONNECTIONS to reconnect it.`;
 }
 
-export function authConfigRequiredMessage(toolkit: string): string {
+function authConfigRequiredMessage(toolkit: string): string {
   return (
     `The managed service cannot connect ${toolkit}: it has no Composio-managed sign-in. ` +
     'The owner can add their own Composio project key in Settings → API keys.'
@@ -95,7 +95,7 @@ export function toFailure(error: unknown, context: ErrorContext): ComposioFailur
 }
 
 /** How long a 429 asked us to wait, from `retry-after-ms` or `retry-after` (seconds or a date). */
-export function retryAfterMs(error: unknown): number | undefined {
+function retryAfterMs(error: unknown): number | undefined {
   const api = findApiError(error);
   if (api?.status !== 429) return undefined;
   return api.headers ? retryAfterFromHeaders(api.headers) : DEFAULT_RATE_LIMIT_PAUSE_MS;

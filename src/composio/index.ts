@@ -3,9 +3,9 @@
  * rest of the codebase sees the narrow `ComposioGateway`, its `ComposioFailure` and these helpers.
  */
 
-export { type Budget, BudgetExhausted, CallBudget } from './call-budget.js';
-export { type CallerScope, currentCaller, runAsCaller } from './caller.js';
-export { authConfigRequiredMessage, isSignedOutText, reconnectMessage } from './errors.js';
+export { type Budget, CallBudget } from './call-budget.js';
+export { runAsCaller } from './caller.js';
+export { isSignedOutText, reconnectMessage } from './errors.js';
 export {
   ComposioFailure,
   type ComposioFailureKind,
@@ -14,8 +14,8 @@ export {
   isComposioNotFound,
 } from './failure.js';
 export { type ComposioGatewayOptions, createComposioGateway, gatewayForProject } from './gateway.js';
-export { projectDigest, sharedCallBudget } from './shared-budget.js';
+export { projectDigest } from './shared-budget.js';
 export { createHostTrust } from './trust.js';
 export type * from './types.js';
-export { parseWebhookEvent, type WebhookEvent } from './webhook-events.js';
-export { type SignatureFailure, signWebhook, type VerifyWebhookInput, verifyWebhookSignature } from './webhook-signature.js';
+export { parseWebhookEvent } from './webhook-events.js';
+export { signWebhook, type VerifyWebhookInput, verifyWebhookSignature } from './webhook-signature.js';

@@ -27,7 +27,7 @@ type RawTriggerInstance = Raw<Client['triggerInstances']['listActive']>['items']
 const STATUSES: ReadonlySet<string> = new Set(CONNECTED_ACCOUNT_STATUSES);
 
 /** A status outside Composio's documented enum is treated as not usable. */
-export function toStatus(value: string): ConnectedAccountStatus {
+function toStatus(value: string): ConnectedAccountStatus {
   const upper = value.toUpperCase();
   return STATUSES.has(upper) ? (upper as ConnectedAccountStatus) : 'INACTIVE';
 }

@@ -15,7 +15,7 @@ export interface Page<T> {
   readonly nextCursor: string | null;
 }
 
-export interface PageRequest {
+interface PageRequest {
   /** Opaque, from the previous page's `nextCursor`; omit for the first page. */
   readonly cursor?: string | undefined;
   readonly limit: number;
@@ -85,7 +85,7 @@ export interface TriggerType {
   readonly payloadSchema: Record<string, unknown>;
 }
 
-export interface UpsertTriggerInput {
+interface UpsertTriggerInput {
   readonly userId: string;
   readonly slug: string;
   readonly connectedAccountId: string;
@@ -103,13 +103,13 @@ export interface TriggerInstance {
   readonly updatedAt: string | null;
 }
 
-export interface TriggerQuery extends PageRequest {
+interface TriggerQuery extends PageRequest {
   readonly userIds?: readonly string[] | undefined;
   readonly connectedAccountIds?: readonly string[] | undefined;
   readonly triggerIds?: readonly string[] | undefined;
 }
 
-export interface WebhookSubscription {
+interface WebhookSubscription {
   readonly id: string;
   /** True when this call created the subscription; false when it updated the project's existing one. */
   readonly created: boolean;

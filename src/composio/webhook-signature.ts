@@ -71,5 +71,3 @@ export function signWebhook(input: {
     .digest('base64');
   return `v1,${mac}`;
 }
-
-export { parseWebhookEvent, type WebhookEvent } from './webhook-events.js';

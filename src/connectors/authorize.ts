@@ -12,7 +12,7 @@ import { withSession } from './session.js';
 import { isAbandonedSignIn } from './sign-ins.js';
 
 /** At most this many usable accounts per app (Composio's multi-account cap we configure). */
-export const MAX_ACCOUNTS_PER_TOOLKIT = 5;
+const MAX_ACCOUNTS_PER_TOOLKIT = 5;
 
 /** Accounts that work or may still start working; the others can be replaced under their label. */
 const USABLE: ReadonlySet<string> = new Set(['ACTIVE', 'INITIATED', 'INITIALIZING', 'PENDING']);

@@ -5,7 +5,7 @@ import type { Installation } from '../installations/installations.js';
 import { withSession } from './session.js';
 
 /** One account as the client sees it: id, label and lifecycle status, nothing else. */
-export interface AccountView {
+interface AccountView {
   id: string;
   alias?: string;
   status: ConnectedAccountStatus;
@@ -27,7 +27,7 @@ const MAX_PAGES = 20;
 const PENDING: ReadonlySet<string> = new Set(['INITIALIZING', 'INITIATED', 'PENDING']);
 
 /** Follows `nextCursor` to the end, at most `MAX_PAGES` pages; a repeated cursor ends the sweep. */
-export async function sweep<T>(fetchPage: (cursor: string | undefined) => Promise<Page<T>>): Promise<T[]> {
+async function sweep<T>(fetchPage: (cursor: string | undefined) => Promise<Page<T>>): Promise<T[]> {
   const items: T[] = [];
   const seen = new Set<string>();
   let cursor: string | undefined;

@@ -195,7 +195,7 @@ async function* upstreamChunks(body: ReadableStream<Uint8Array>, clientGone: Abo
 export const RECONNECT_NOTE = `Note from OpenMausBot: ${reconnectMessage()}`;
 
 /** Adds the reconnect note to a JSON-RPC message whose error says the account is signed out. */
-export function withReconnectNote(message: unknown): unknown {
+function withReconnectNote(message: unknown): unknown {
   if (Array.isArray(message)) return message.map(withReconnectNote);
   if (!message || typeof message !== 'object') return message;
   const rpc = message as { result?: { content?: unknown; isError?: boolean }; error?: { message?: unknown } };

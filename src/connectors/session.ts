@@ -16,7 +16,7 @@ export interface StoredSession {
  * Composio call while it is known. A Session moved over from the first version (no MCP URL
  * stored yet) is looked at once and replaced if it lacks multi-account mode.
  */
-export async function ensureSession(
+async function ensureSession(
   db: Db,
   composio: ComposioGateway,
   installation: Pick<Installation, 'id' | 'composioUserId'>,
@@ -39,7 +39,7 @@ export async function ensureSession(
  * stays) and stores it in place of `previous`. When two requests race, the first stored wins
  * and the other uses it.
  */
-export async function replaceSession(
+async function replaceSession(
   db: Db,
   composio: ComposioGateway,
   installation: Pick<Installation, 'id' | 'composioUserId'>,

@@ -6,7 +6,7 @@ import type { ConnectedAccount } from '../composio/index.js';
  * is not documented: `EXPIRED` and `FAILED` already say it does not work, and one still
  * `INITIATED` (or `INITIALIZING`) that long after it was made can no longer be finished either.
  */
-export const SIGN_IN_LIFETIME_MS = 10 * 60 * 1000;
+const SIGN_IN_LIFETIME_MS = 10 * 60 * 1000;
 
 const STARTED: ReadonlySet<string> = new Set(['INITIALIZING', 'INITIATED', 'PENDING']);
 

@@ -9,7 +9,7 @@ type ClientOptions = postgres.Options<Record<string, postgres.PostgresType>>;
  */
 export const DATABASE_TIMEOUT = 'DATABASE_TIMEOUT';
 
-export class DatabaseTimeout extends Error {
+class DatabaseTimeout extends Error {
   readonly code = DATABASE_TIMEOUT;
   constructor(timeoutMs: number) {
     super(`the database did not serve this within ${timeoutMs} ms`);

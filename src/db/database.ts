@@ -49,7 +49,7 @@ const ANSWER_MARGIN_MS = 1_000;
 export const PING_FRESH_MS = 500;
 
 /** The bound on `ping` (the `/health` probe). */
-export const HEALTH_TIMEOUT_MS = 1_000;
+const HEALTH_TIMEOUT_MS = 1_000;
 
 export interface DatabaseOptions {
   url: string;

@@ -65,7 +65,7 @@ function readSecret(file: string): string | undefined {
  * What Postgres stores for a SCRAM-SHA-256 password (RFC 5802/7677), computed here so that the
  * statement setting it never carries the password itself.
  */
-export function scramVerifier(password: string, salt: Buffer = randomBytes(16), iterations = 4096): string {
+function scramVerifier(password: string, salt: Buffer = randomBytes(16), iterations = 4096): string {
   const salted = pbkdf2Sync(password, salt, iterations, 32, 'sha256');
   const clientKey = createHmac('sha256', salted).update('Client Key').digest();
   const storedKey = createHash('sha256').update(clientKey).digest();

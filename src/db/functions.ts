@@ -34,7 +34,7 @@ export interface FunctionFile {
   readonly sha256: string;
 }
 
-export async function readFunctionFiles(folder: string): Promise<FunctionFile[]> {
+async function readFunctionFiles(folder: string): Promise<FunctionFile[]> {
   const files = (await readdir(folder)).filter((file) => file.endsWith('.sql')).sort();
   return Promise.all(
     files.map(async (file) => {
@@ -62,7 +62,7 @@ export function withoutComments(sql: string): string {
 }
 
 /** The names of the functions the SQL creates. */
-export function definedFunctions(sql: string): string[] {
+function definedFunctions(sql: string): string[] {
   return [...withoutComments(sql).matchAll(/\bcreate\s+(?:or\s+replace\s+)?function\s+([\w$."]+)/gi)].map((m) => m[1]!);
 }
 

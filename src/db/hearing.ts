@@ -8,6 +8,3 @@
 export interface Hearing {
   readonly epoch: number | null;
 }
-
-/** Never hears anything: nothing learnt is trusted (every question goes to the database). */
-export const deaf: Hearing = { epoch: null };

@@ -21,9 +21,9 @@ const MIGRATION_LOCK = 7_262_011_001;
  * waiting for a lock on a table queues every later statement on that table behind it (the
  * serving brokers' ingest and reads), so the wait must be a moment, then retried, never minutes.
  */
-export const LOCK_TIMEOUT_MS = 2000;
+const LOCK_TIMEOUT_MS = 2000;
 /** How long the migrations keep retrying a lock they did not get before the broker gives up. */
-export const RETRY_FOR_MS = 120_000;
+const RETRY_FOR_MS = 120_000;
 /** The pause after the first attempt that waited too long; it doubles after each, up to the last. */
 const FIRST_PAUSE_MS = 250;
 const LONGEST_PAUSE_MS = 8000;

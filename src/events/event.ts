@@ -9,11 +9,11 @@ import { timestamp } from '../http/responses.js';
  */
 
 /** What an installation's queue holds. Each shape is built by the database function that queues it. */
-export const QUEUED_EVENT_TYPES = ['trigger.event', 'trigger.test', 'connection.expired', 'trigger.disabled', 'quota.exceeded'] as const;
+const QUEUED_EVENT_TYPES = ['trigger.event', 'trigger.test', 'connection.expired', 'trigger.disabled', 'quota.exceeded'] as const;
 export type QueuedEventType = (typeof QUEUED_EVENT_TYPES)[number];
 
 /** The fields beside `data`, in the order the answer writes them, each with the column it is read from. */
-export const EVENT_FIELDS = {
+const EVENT_FIELDS = {
   id: 'id',
   type: 'type',
   triggerId: 'trigger_id',
@@ -23,7 +23,7 @@ export const EVENT_FIELDS = {
   connectedAccountId: 'connected_account_id',
   receivedAt: 'received_at',
 } as const;
-export type EventField = keyof typeof EVENT_FIELDS;
+type EventField = keyof typeof EVENT_FIELDS;
 
 /** The event as the poll route declares it (`Event` in openapi.yaml, named there by the route). */
 export const EventSchema = z.object({

@@ -11,7 +11,7 @@ import { hashToken, TOKEN_PATTERN } from './tokens.js';
  * (the token check of a process that does not know the token yet), and a process serving the
  * installation from memory sends it along in a batch (`LastSeen`) at most this often.
  */
-export const LAST_SEEN_RESOLUTION_SECONDS = 3_600;
+const LAST_SEEN_RESOLUTION_SECONDS = 3_600;
 /** How often the installations a process served from memory are written back as seen. */
 const LAST_SEEN_FLUSH_MS = 60_000;
 /** Installations written back as seen per statement. */

@@ -17,7 +17,7 @@ export interface MetricsSources {
 }
 
 /** Gauges read when scraped: queue depth and the oldest unacknowledged event, from Postgres. */
-export async function refreshQueueGauges(sql: Sql, metrics: Metrics): Promise<void> {
+async function refreshQueueGauges(sql: Sql, metrics: Metrics): Promise<void> {
   const backlog = await queueBacklog(sql);
   metrics.queueDepth.set(backlog.depth);
   metrics.oldestUnacknowledgedAge.set(oldestUnacknowledgedAge(backlog, new Date()) ?? 0);

@@ -19,7 +19,7 @@ export type OperatorTokenProblem =
   | { kind: 'audience' }
   | { kind: 'issuer' };
 
-export interface OperatorClaims extends JWTPayload {
+interface OperatorClaims extends JWTPayload {
   sub: string;
   jti: string;
   iss: string;

@@ -18,7 +18,7 @@ export interface Actor {
   readonly source: 'api' | 'cli' | 'broker';
 }
 
-export type AuditAction =
+type AuditAction =
   | 'installation.disable'
   | 'installation.enable'
   | 'grant.revoke'

@@ -17,7 +17,7 @@ import type { TriggerView } from '../triggers/view.js';
 export const MAX_PAGE = 200;
 const DAY_MS = 86_400_000;
 
-export interface GrantSummary {
+interface GrantSummary {
   jti: string;
   subject: string;
   plan: string;

@@ -27,7 +27,7 @@ export function requireToolkit(slug: string): ToolkitDef {
  * created on first use; a toolkit without managed auth and without a project auth config
  * cannot be linked. Status 400 for that is a guess (the message is Composio's).
  */
-export function resolveAuthConfig(store: SimStore, toolkit: ToolkitDef, pinned?: string): AuthConfigRecord {
+function resolveAuthConfig(store: SimStore, toolkit: ToolkitDef, pinned?: string): AuthConfigRecord {
   if (pinned) {
     const config = store.authConfigs.get(pinned);
     if (!config || config.toolkit !== toolkit.slug) throw new SimError(404, SimCode.authConfigNotFound, `Auth config ${pinned} not found`);
@@ -60,7 +60,7 @@ export function resolveAuthConfig(store: SimStore, toolkit: ToolkitDef, pinned?:
  * Aliases are "unique per entity and toolkit within the project" (Composio's words). The 409
  * on a duplicate, compared case-insensitively, is a guess: the status is undocumented.
  */
-export function assertAliasFree(store: SimStore, userId: string, toolkit: string, alias: string): void {
+function assertAliasFree(store: SimStore, userId: string, toolkit: string, alias: string): void {
   const wanted = alias.toLowerCase();
   const taken = [...store.accounts.values()].some((a) => a.userId === userId && a.toolkit === toolkit && a.alias?.toLowerCase() === wanted);
   if (taken) {
@@ -113,7 +113,7 @@ export function setAccountStatus(store: SimStore, account: AccountRecord, status
 /** Composio's hosted connect links expire after 10 minutes (composio-api.md §10 row 12). */
 export const SIGN_IN_LIFETIME_MS = 10 * 60 * 1000;
 /** Composio's `status_reason` for a sign-in whose link expired unused. */
-export const ABANDONED_SIGN_IN_REASON = 'Connection initiation did not complete within 10 minutes';
+const ABANDONED_SIGN_IN_REASON = 'Connection initiation did not complete within 10 minutes';
 
 /**
  * Sign-ins not completed within the link's lifetime are abandoned: they take the status of the

@@ -10,7 +10,7 @@ export interface TriggerOwner {
 }
 
 /** How the next answers of the MCP endpoint are paced (to test streaming proxies). */
-export interface McpStreaming {
+interface McpStreaming {
   /** Number of separate SSE events (progress notices, then the result), each written on its own. */
   readonly chunks: number;
   readonly intervalMs: number;

@@ -15,9 +15,9 @@ import { accountWire, authConfigWire, type SessionConfigWire, triggerInstanceWir
  */
 
 /** An account as the API shows it, and always with its user: the simulator's own view names it. */
-export type SimAccountView = ReturnType<typeof accountWire> & { user_id: string };
+type SimAccountView = ReturnType<typeof accountWire> & { user_id: string };
 
-export interface SimStateDump {
+interface SimStateDump {
   readonly project: { readonly id: string; readonly orgId: string };
   readonly sessions: { id: string; userId: string; mcpUrl: string; config: SessionConfigWire; createdAt: string }[];
   readonly accounts: SimAccountView[];

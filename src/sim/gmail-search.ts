@@ -39,7 +39,7 @@ function containsPhrase(haystack: string[], phrase: string[]): boolean {
 }
 
 /** Splits a query into terms; a quoted phrase is one term, with or without an operator before it. */
-export function parseGmailQuery(query: string): Term[] {
+function parseGmailQuery(query: string): Term[] {
   const terms: Term[] = [];
   const pattern = /(?:([A-Za-z]+):)?(?:"([^"]*)"|(\S+))/g;
   for (const match of query.matchAll(pattern)) {

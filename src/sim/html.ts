@@ -1,6 +1,6 @@
 /** Tiny HTML helpers for the simulator's pages: everything interpolated is escaped. */
 
-export function escapeHtml(value: unknown): string {
+function escapeHtml(value: unknown): string {
   return String(value ?? '')
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')

@@ -5,9 +5,7 @@
  */
 
 export type { TriggerOwner } from './context.js';
-export type { SimAccountView, SimStateDump, SimulatorControls } from './controls.js';
 export type { FaultSpec, RecordedRequest } from './faults.js';
 export { type Sandbox, startSandbox } from './sandbox.js';
 export { type Simulator, type SimulatorOptions, startSimulator } from './server.js';
 export type { SimReadings } from './store.js';
-export type { DeliveryResult } from './webhooks.js';

@@ -12,7 +12,7 @@ import type { AccountRecord, SessionRecord, SimStore } from './store.js';
  * Composio's published contract.
  */
 
-export const MCP_PROTOCOL_VERSION = '2025-06-18';
+const MCP_PROTOCOL_VERSION = '2025-06-18';
 /** The protocol versions the server speaks; another in `MCP-Protocol-Version` is refused (400). */
 export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = [MCP_PROTOCOL_VERSION, '2025-03-26', '2024-11-05'];
 

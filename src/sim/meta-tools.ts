@@ -23,7 +23,7 @@ export interface MetaTool {
 }
 
 /** How many tools one `COMPOSIO_MULTI_EXECUTE_TOOL` call may run. */
-export const MULTI_EXECUTE_MAX_TOOLS = 50;
+const MULTI_EXECUTE_MAX_TOOLS = 50;
 
 const strings = { type: 'array', items: { type: 'string' } };
 

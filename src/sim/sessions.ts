@@ -87,14 +87,6 @@ function sessionConfig(userId: string, body: Json): SessionConfigWire {
 }
 
 /**
- * The account a Session uses for a toolkit: a pinned one, else the newest ACTIVE, else the
- * newest of any status. Which account Composio shows when several exist is unconfirmed.
- */
-export function selectedAccount(store: SimStore, session: SessionRecord, toolkit: string): AccountRecord | undefined {
-  return selectedAccounts(store, session)(toolkit);
-}
-
-/**
  * The toolkits a Session holds, in catalog order: every toolkit of the catalog ("when you
  * create a session, all toolkits are available") less the disabled ones, or the enabled ones;
  * `requested` (the `toolkits` filter) overrides the Session's own configuration.
@@ -112,8 +104,10 @@ export function sessionToolkitSlugs(
 }
 
 /**
- * `selectedAccount` for every toolkit at once (a Session lists a thousand toolkits): the
- * Session user's accounts read once, by toolkit, newest first.
+ * The account a Session uses for each toolkit: a pinned one, else the newest ACTIVE, else the
+ * newest of any status. Which account Composio shows when several exist is unconfirmed. For
+ * every toolkit at once (a Session lists a thousand toolkits): the Session user's accounts read
+ * once, by toolkit, newest first.
  */
 export function selectedAccounts(store: SimStore, session: SessionRecord): (toolkit: string) => AccountRecord | undefined {
   const mine = new Map<string, AccountRecord[]>();

@@ -158,7 +158,7 @@ export interface SimReadings {
   mcpInitializeWithSessionId: 'refuse' | 'new';
 }
 
-export const STRICT_READINGS: Readonly<SimReadings> = {
+const STRICT_READINGS: Readonly<SimReadings> = {
   accountUserIds: false,
   abandonedSignIn: 'EXPIRED',
   deletedTrigger: 409,

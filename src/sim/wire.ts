@@ -182,7 +182,7 @@ export function subscriptionWire(subscription: SubscriptionRecord, options: { fu
 }
 
 /** A secret as Composio shows it outside create and rotate: a fixed prefix and its last four characters. */
-export function maskedSecret(secret: string): string {
+function maskedSecret(secret: string): string {
   return `whsec_****${secret.slice(-4)}`;
 }
 

@@ -13,7 +13,7 @@ export const MIN_POLL_INTERVAL_MINUTES = 15;
  * The longest interval the broker asks for: a day. Composio states no ceiling; a trigger polled
  * less often than daily is no longer one, and without a bound any number (`1e308`) went through.
  */
-export const MAX_POLL_INTERVAL_MINUTES = 24 * 60;
+const MAX_POLL_INTERVAL_MINUTES = 24 * 60;
 
 type ConfigInput = { readonly toolkit: string; readonly filter: Record<string, string>; readonly config: Record<string, unknown> };
 

@@ -19,7 +19,7 @@
  */
 
 export const GMAIL_FILTER_KEYS = ['from', 'subject', 'label', 'words'] as const;
-export type GmailFilterKey = (typeof GMAIL_FILTER_KEYS)[number];
+type GmailFilterKey = (typeof GMAIL_FILTER_KEYS)[number];
 export type GmailFilter = Partial<Record<GmailFilterKey, string>>;
 
 /** C0/C1 controls (tab, newline, NUL, DEL…) and the Unicode line and paragraph separators. */

@@ -6,9 +6,9 @@ import { GMAIL_FILTER_KEYS, labelTerm, searchableText } from './gmail-query.js';
 
 /** What a client may send to the trigger routes, checked before anything is looked up. */
 
-export const MAX_FILTER_KEYS = 20;
-export const MAX_FILTER_VALUE_LENGTH = 256;
-export const MAX_CONFIG_BYTES = 8 * 1024;
+const MAX_FILTER_KEYS = 20;
+const MAX_FILTER_VALUE_LENGTH = 256;
+const MAX_CONFIG_BYTES = 8 * 1024;
 
 const TriggerSlug = z
   .string()

@@ -52,17 +52,17 @@ const RECONCILE_LOCK = 7_262_011_005;
 /** The most Composio lists per page (composio-api.md §10 row 1). */
 const PAGE_SIZE = 50;
 /** The part of the project's Composio budget a sweep may use. */
-export const RECONCILE_SHARE = 0.1;
+const RECONCILE_SHARE = 0.1;
 /** How long an unowned Composio trigger is left alone before it is deleted. */
-export const ORPHAN_GRACE_MS = 24 * 3_600_000;
+const ORPHAN_GRACE_MS = 24 * 3_600_000;
 /** The reason shown for a trigger found disabled: Composio's list does not say why. */
-export const FOUND_DISABLED_REASON = 'disabled_on_composio';
+const FOUND_DISABLED_REASON = 'disabled_on_composio';
 /** The reason shown for a trigger Composio lost and would not make again (its account is gone). */
-export const LOST_REASON = 'lost_on_composio';
+const LOST_REASON = 'lost_on_composio';
 const FLOW = 'trigger-reconcile';
 
 /** What one sweep repaired, each counted in metrics (`omb_trigger_repairs_total{kind}`) and logged. */
-export type RepairKind =
+type RepairKind =
   /** Composio had lost it: made again. */
   | 'remade'
   /** Composio had stopped it unannounced: shown and announced. */

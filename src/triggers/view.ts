@@ -5,7 +5,7 @@ import type { triggerDailyUsage, triggers } from '../db/schema.js';
 export type TriggerRow = typeof triggers.$inferSelect;
 export type TriggerUsageRow = Pick<typeof triggerDailyUsage.$inferSelect, 'kept' | 'skipped' | 'skippedReason'>;
 
-export type TriggerStatus = 'active' | 'paused' | 'needs_reconnect' | 'disabled_by_composio';
+type TriggerStatus = 'active' | 'paused' | 'needs_reconnect' | 'disabled_by_composio';
 
 export interface TriggerView {
   readonly id: string;
@@ -29,7 +29,7 @@ export interface TriggerView {
  * by Composio outranks a pause, so a trigger Composio stopped never reads as merely paused or,
  * worse, as `active` while no event will come.
  */
-export function triggerStatus(row: Pick<TriggerRow, 'enabled' | 'needsReconnectAt' | 'composioDisabledAt'>): TriggerStatus {
+function triggerStatus(row: Pick<TriggerRow, 'enabled' | 'needsReconnectAt' | 'composioDisabledAt'>): TriggerStatus {
   if (row.needsReconnectAt !== null) return 'needs_reconnect';
   if (row.composioDisabledAt !== null) return 'disabled_by_composio';
   return row.enabled ? 'active' : 'paused';

@@ -3,7 +3,7 @@ import { ComposioFailure, type ComposioGateway, type ComposioGatewayOptions, cre
 import { composioFailureAnswer } from '../../src/http/composio-failures.js';
 import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/sim/index.js';
 
-export interface CallRecord {
+interface CallRecord {
   operation: string;
   outcome: string;
   seconds: number;

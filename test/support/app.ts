@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from './database.js';
 import { checkAnswers } from './openapi-check.js';
 
 /** A clock a test moves by hand. */
-export class TestClock implements Clock {
+class TestClock implements Clock {
   constructor(private current = new Date()) {}
   now(): Date {
     return new Date(this.current);
@@ -56,7 +56,7 @@ export interface TestAppOptions {
 }
 
 /** A gateway for apps whose tests never reach Composio: every call fails as unreachable. */
-export function unreachableComposio(logger = createLogger('silent')): ComposioGateway {
+function unreachableComposio(logger = createLogger('silent')): ComposioGateway {
   return createComposioGateway({ apiKey: 'ak_unreachable', baseUrl: 'http://127.0.0.1:9', callsPerMinute: 600, timeoutMs: 2000, logger });
 }
 

@@ -15,7 +15,7 @@ export const SHIPPED_NGINX_CONF = path.join(ROOT, 'docker/nginx.conf');
  * Debian's nginx (`apt-get install nginx`, done by `.ci/run`), for the `system` project's tests
  * only (`*.system.test.ts`). Never skipped: without it those tests fail and say how to get it.
  */
-export function nginxBinary(): string {
+function nginxBinary(): string {
   const found = ['/usr/sbin/nginx', '/usr/bin/nginx', '/usr/local/sbin/nginx'].find((candidate) => existsSync(candidate));
   if (!found) throw new Error("nginx is not installed: `apt-get install nginx` (Debian's package; .ci/run installs it)");
   return found;

@@ -12,7 +12,7 @@ export interface Release {
 }
 
 /** The releases `CHANGELOG.md` lists, newest first: a `## <version> — <date>` heading each, and a `Commit:` line. */
-export async function releases(): Promise<Release[]> {
+async function releases(): Promise<Release[]> {
   const text = await readFile(path.join(REPO_ROOT, 'CHANGELOG.md'), 'utf8');
   const sections = text.split(/^## /m).slice(1);
   return sections.map((section) => {

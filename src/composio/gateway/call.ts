@@ -34,7 +34,7 @@ export interface CallCoreOptions {
 }
 
 /** What a call is about and how it may be handled. */
-export interface CallAbout {
+interface CallAbout {
   /** In words, for the failure's sentence: `connected account ca_1`, `Session trs_1`. */
   readonly subject?: string;
   readonly toolkit?: string;

@@ -173,7 +173,7 @@ export class WebhookSecretBook {
  * already stored keeps its row, so one that a rotation expired stays refused although still
  * configured. Only a serving broker calls this, with the values it accepts anyway.
  */
-export async function storeEnvironmentSecrets(db: Db, secrets: readonly string[]): Promise<void> {
+async function storeEnvironmentSecrets(db: Db, secrets: readonly string[]): Promise<void> {
   if (secrets.length === 0) return;
   await db
     .insert(webhookSecrets)

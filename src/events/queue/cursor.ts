@@ -62,7 +62,7 @@ export function decodeCursor(installationId: string, cursor: string): number {
   throw invalidCursor();
 }
 
-export const invalidCursor = () => badRequest('cursor is not one this installation was given', 'invalid_cursor');
+const invalidCursor = () => badRequest('cursor is not one this installation was given', 'invalid_cursor');
 
 function tag(installationId: string, position: number): Buffer {
   return createHash('sha256').update(`omb-cursor:${installationId}:${position}`).digest().subarray(0, TAG_BYTES);

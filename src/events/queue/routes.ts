@@ -29,7 +29,7 @@ export interface EventRoutesDeps {
 
 /** The contract's range for `wait`; the configured maximum may shorten it further. */
 const MAX_WAIT_SECONDS = POLL_WAIT_CAP_SECONDS;
-export const DEFAULT_POLL_LIMIT = 50;
+const DEFAULT_POLL_LIMIT = 50;
 
 /**
  * A plain decimal integer and nothing else: `Number()` would also take `0x10`, `1e1`, ` 16` or
@@ -154,7 +154,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
 }
 
 /** A poll's answer as JSON text, in the shape `EventBatch` declares (each event: `eventJson`). */
-export function pollAnswerJson(answer: PollAnswer): string {
+function pollAnswerJson(answer: PollAnswer): string {
   const events = answer.events.map(eventJson).join(',');
   return `{"events":[${events}],"cursor":${JSON.stringify(answer.cursor)}${answer.gap ? ',"gap":true' : ''}}`;
 }

@@ -10,7 +10,7 @@ const RETENTION_LOCK = 7_262_011_002;
 const DAY_MS = 86_400_000;
 const FIRST_RUN_DELAY_MS = 10_000;
 /** Day partitions are created this many days ahead of today, so a day never starts without one. */
-export const PARTITION_DAYS_AHEAD = 3;
+const PARTITION_DAYS_AHEAD = 3;
 /**
  * Detaching a day needs `events` to itself for a moment: it waits for the statements running on
  * it to finish, and statements arriving meanwhile wait behind it. So each attempt waits at most

@@ -3,8 +3,8 @@ import path from 'node:path';
 import { generateOperatorKeyPair } from '../../operator-keys/keys.js';
 import { type Command, CommandFailed, parseOptions, UsageError } from './command.js';
 
-export const PRIVATE_KEY_FILE = 'operator-private.jwk.json';
-export const PUBLIC_JWKS_FILE = 'operator-public.jwks.json';
+const PRIVATE_KEY_FILE = 'operator-private.jwk.json';
+const PUBLIC_JWKS_FILE = 'operator-public.jwks.json';
 
 const KID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 

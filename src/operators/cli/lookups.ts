@@ -46,7 +46,7 @@ function limitOf(value: string | undefined): number {
 }
 
 /** Columns padded to their widest cell; the last column is not padded. */
-export function table(header: string[], rows: string[][]): string {
+function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells

@@ -75,7 +75,7 @@ found as "webhook rotate-secret" finds it. COMPOSIO_WEBHOOK_SECRET is neither ne
 };
 
 /** `--keep-old-for`: a number and a unit, `s`, `m`, `h` or `d` (`90m`, `24h`, `2d`). */
-export function overlapMs(value: string): number {
+function overlapMs(value: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*(s|m|h|d)$/.exec(value.trim());
   const unit = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
   const ms = match ? Number(match[1]) * unit[match[2] as keyof typeof unit] : Number.NaN;
