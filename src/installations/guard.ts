@@ -46,7 +46,7 @@ export function installationRoute(
  * no-store` on everything it lets through. Tokens are looked up through the process's
  * directory: an installation it has served before is let through at once, from memory.
  */
-export function requireInstallation(directory: Directory): onRequestHookHandler {
+function requireInstallation(directory: Directory): onRequestHookHandler {
   return function installationGuard(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) {
     const token = bearerToken(request);
     if (token === null) return done(unauthorized());
