@@ -1,5 +1,6 @@
 import type { Row } from 'postgres';
 import type { Sql } from '../../db/database.js';
+import type { Hearing } from '../../db/hearing.js';
 import type { QueuedEventType } from '../event.js';
 import type { EventHub } from './hub.js';
 import type { QueueKnowledge } from './knowledge.js';
@@ -47,9 +48,13 @@ export type QueuedListener = (type: QueuedEventType) => void;
 /**
  * This process's side of an event queued: the one step every path that queues an event (webhook
  * ingest, a test event, a stop the reconciliation found) takes once the append committed. What
- * this process knew of the queue's head is dropped, its waiting polls here are woken at once (the
- * others, and these again, hear the announcement the append's own transaction sent), and the
- * listeners (the metrics) are told its type.
+ * this process knew of the queue's head is dropped at once, so that a poll right after the
+ * answer reads; and the listeners (the metrics) are told its type.
+ *
+ * The waiting polls are woken once, by the announcement the append's own transaction sent, which
+ * this process hears as every other does: waking them here as well woke each twice. While this
+ * process cannot hear (its LISTEN connection lost), it wakes its own polls here, as nothing else
+ * would.
  */
 export class EventNotifier {
   private readonly listeners = new Set<QueuedListener>();
@@ -57,12 +62,13 @@ export class EventNotifier {
   constructor(
     private readonly hub: EventHub,
     private readonly knowledge: QueueKnowledge,
+    private readonly hearing: Hearing,
   ) {}
 
   /** An event of `type` was queued for this installation, and committed. */
   queued(installationId: string, type: QueuedEventType): void {
     this.knowledge.heard(installationId);
-    this.hub.wake(installationId);
+    if (this.hearing.epoch === null) this.hub.wake(installationId);
     for (const listener of this.listeners) listener(type);
   }
 

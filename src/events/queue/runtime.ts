@@ -55,7 +55,7 @@ export function createQueueRuntime(options: {
   const listener = new NotificationListener(sql, listenClient, log, options.listenerHeartbeatMs);
   const knowledge = new QueueKnowledge(listener, options.knownInstallations);
   const installations = new InstallationDirectory(sql, listener, log, options.knownInstallations);
-  const notifier = new EventNotifier(hub, knowledge);
+  const notifier = new EventNotifier(hub, knowledge, listener);
   listenForQueue(listener, hub, log, { sql, knowledge, installations });
   let started: Promise<void> | undefined;
   return {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { register } from '../../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { until } from '../../support/http.js';
@@ -89,16 +89,32 @@ describe('an idle poll, once the process knows the installation', () => {
     expect(await sentBy(() => poll(t, who.auth))).toEqual([]);
   });
 
-  it('is woken by an event, reads it, and is at the head again after it', async () => {
+  it('is woken once by an event its own process ingested, reads it once, and is at the head again after it', async () => {
     const who = await register(t.app);
     const trigger = await insertTrigger(t.database, who.installationId);
     const { cursor } = await poll(t, who.auth);
-    const waiting = getEvents(t, who.auth, { cursor, wait: 10 });
-    await until(() => t.events.hub.size === 1);
-    const id = await sendAccepted(t, trigger);
-    const woken = await waiting;
-    expect(woken.statusCode).toBe(200);
-    expect(woken.json().events.map((e: { id: string }) => e.id)).toEqual([id]);
+    let id = '';
+    let woken: Awaited<ReturnType<typeof getEvents>> | undefined;
+    const wakes = vi.spyOn(t.events.hub, 'wake');
+    const held = await sentBy(async () => {
+      const waiting = getEvents(t, who.auth, { cursor, wait: 10 });
+      await until(() => t.events.hub.size === 1);
+      id = await sendAccepted(t, trigger);
+      woken = await waiting;
+    });
+    expect(woken?.statusCode).toBe(200);
+    expect(woken?.json().events.map((e: { id: string }) => e.id)).toEqual([id]);
+    expect(held.filter((s) => s.includes('omb_read_queue')).length).toBe(1);
+    // Once the announcement is surely heard (a second installation's, sent after it), one wake.
+    const second = await register(t.app);
+    await sendAccepted(t, await insertTrigger(t.database, second.installationId));
+    await until(() => wakes.mock.calls.some(([installation]) => installation === second.installationId));
+    expect(wakes.mock.calls.filter(([installation]) => installation === who.installationId).length).toBe(1);
+    wakes.mockRestore();
+    // The announcement the ingest sent is heard by this process too; it woke the poll, and does
+    // not make the next poll read again what the woken one read.
+    const after = await sentBy(() => poll(t, who.auth, { cursor: woken?.json().cursor }));
+    expect(after.filter((s) => s.includes('omb_read_queue'))).toEqual([]);
   });
 
   it('reads again, once, after an event for it was heard while nothing waited', async () => {
