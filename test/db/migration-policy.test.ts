@@ -37,6 +37,8 @@ interface Journal {
 let previous: { version: string; commit: string; folder: string };
 /** The previous release's code and function files, without comments: what its processes name. */
 let previousCode: Array<{ file: string; code: string }>;
+/** The functions the contract steps of the migrations since the previous release drop. */
+const droppedSincePrevious = new Set<string>();
 
 beforeAll(async () => {
   const release = await previousRelease();
@@ -46,6 +48,11 @@ beforeAll(async () => {
   const files = await readdir(path.join(folder, 'src'), { recursive: true });
   const ts = files.filter((file) => file.endsWith('.ts') && !file.endsWith('.test.ts')).map((file) => path.join('src', file));
   const functions = (await readdir(path.join(folder, 'migrations/functions'))).map((file) => path.join('migrations/functions', file));
+  const newest = Math.max(...(await readJournal(path.join(folder, 'migrations'))).entries.map((entry) => entry.when));
+  const added = (await readJournal(MIGRATIONS_FOLDER)).entries.filter((entry) => entry.when > newest);
+  for (const entry of added) {
+    for (const name of contractDrops(await readFile(path.join(MIGRATIONS_FOLDER, `${entry.tag}.sql`), 'utf8'))) droppedSincePrevious.add(name);
+  }
   previousCode = await Promise.all([
     ...ts.map(async (file) => ({ file, code: withoutTsComments(await readFile(path.join(folder, file), 'utf8')) })),
     ...functions.map(async (file) => ({ file, code: withoutComments(await readFile(path.join(folder, file), 'utf8')) })),
@@ -62,10 +69,25 @@ function withoutTsComments(code: string): string {
   );
 }
 
-/** The previous release's files that name `name` (a table, column or function), leaving out `except`. */
-function namedByPrevious(name: string, except?: string): string[] {
+/**
+ * The previous release's files that name `name` (a table, column or function), leaving out
+ * `except` and the files of the functions contract steps since then drop (`dropped`): a function
+ * that only dead functions call is dead too, and may go with them. Each of those is checked in its
+ * own right, so one still in use is refused for itself.
+ */
+function namedByPrevious(name: string, except?: string, dropped: ReadonlySet<string> = droppedSincePrevious): string[] {
   const word = new RegExp(`(?<![\\w$])${name.replace(/[$]/g, '\\$')}(?![\\w$])`, 'i');
-  return previousCode.filter(({ file, code }) => file !== except && word.test(code)).map(({ file }) => file);
+  const dead = new Set([...dropped].map((fn) => `migrations/functions/${fn}.sql`));
+  return previousCode.filter(({ file, code }) => file !== except && !dead.has(file) && word.test(code)).map(({ file }) => file);
+}
+
+/** The functions a contract step in `text` drops. */
+function contractDrops(text: string): string[] {
+  return text
+    .split('--> statement-breakpoint')
+    .filter((chunk) => CONTRACT_MARKER.test(chunk))
+    .flatMap((chunk) => [...withoutComments(chunk).matchAll(/\bDROP\s+FUNCTION\s+(?:IF\s+EXISTS\s+)?([\w$."]+)/gi)])
+    .map((m) => unquote(m[1]!));
 }
 
 const unquote = (name: string) => name.replace(/"/g, '').split('.').pop()!;
@@ -125,7 +147,7 @@ function policyViolations(tag: string, text: string): string[] {
         found.push(`${at}: ${change.rule} outside a contract step`);
         continue;
       }
-      const users = namedByPrevious(change.name, change.except);
+      const users = namedByPrevious(change.name, change.except, new Set([...droppedSincePrevious, ...contractDrops(text)]));
       if (users.length > 0)
         found.push(`${at}: ${change.rule} of ${change.name}, which ${previous.version} still names (${users.slice(0, 3).join(', ')})`);
     }
@@ -200,6 +222,12 @@ describe('the migrations since the previous release', () => {
     expect(refused('-- contract: unused since 0.1.0\nALTER TABLE "triggers" DROP COLUMN "a_column_never_named";')).toEqual([]);
     expect(refused('-- contract: x\nDROP FUNCTION omb_read_queue(bigint);')).toEqual([expect.stringContaining('which')]);
     expect(refused('DROP FUNCTION IF EXISTS omb_never_named(int);')).toEqual([expect.stringContaining('outside a contract step')]);
+    // Named by the previous release only in the file of a function dropped with it: dead too.
+    expect(refused('-- contract: x\nDROP FUNCTION omb_event_seen(uuid, text, timestamptz);')).toEqual([]);
+    // Named in a live function's file: in use, whatever else is dropped beside it.
+    expect(refused('-- contract: x\nDROP FUNCTION omb_events_seen(uuid[], text[], timestamptz[]);')).toEqual([
+      expect.stringMatching(/omb_events_seen, which \d+\.\d+\.\d+ still names \(.*migrations\/functions\/omb_ingest_trigger/),
+    ]);
     expect(refused('ALTER TABLE "installations" RENAME COLUMN "token_hash" TO "token_digest";')).toHaveLength(1);
     expect(refused('ALTER TABLE "events" ALTER COLUMN "payload" SET DATA TYPE json;')).toHaveLength(1);
     expect(refused('ALTER TABLE "triggers" ALTER COLUMN "composio_disabled_reason" SET NOT NULL;')).toHaveLength(1);
