@@ -51,7 +51,8 @@ beforeAll(async () => {
   const newest = Math.max(...(await readJournal(path.join(folder, 'migrations'))).entries.map((entry) => entry.when));
   const added = (await readJournal(MIGRATIONS_FOLDER)).entries.filter((entry) => entry.when > newest);
   for (const entry of added) {
-    for (const name of contractDrops(await readFile(path.join(MIGRATIONS_FOLDER, `${entry.tag}.sql`), 'utf8'))) droppedSincePrevious.add(name);
+    for (const name of contractDrops(await readFile(path.join(MIGRATIONS_FOLDER, `${entry.tag}.sql`), 'utf8')))
+      droppedSincePrevious.add(name);
   }
   previousCode = await Promise.all([
     ...ts.map(async (file) => ({ file, code: withoutTsComments(await readFile(path.join(folder, file), 'utf8')) })),
