@@ -50,6 +50,57 @@ const Me = z
   })
   .meta({ id: 'Me' });
 
+/** `POST /v1/installations` */
+const registration = {
+  tags: ['installations'],
+  summary: 'Register an installation',
+  description: `Rate-limited per client address: ${settingText('REGISTRATIONS_PER_MINUTE')} a minute. A Cloud on a paid plan may present its grant here.`,
+  body: RegisterBody,
+  response: {
+    201: json('Registered. The token is shown once and never again.', Registered),
+    400: refusal(
+      'Bad JSON or field, or a grant that cannot be read or verified (`grant_malformed`, `grant_unverifiable`). Nothing is written.',
+    ),
+    403: refusals.grantRefused,
+    413: refusals.tooLarge,
+    415: refusals.notJson,
+    429: refusal('Too many registration attempts from this client.'),
+    503: refusal('Registration is temporarily closed.'),
+  },
+};
+
+/** `GET /v1/me` */
+const checkIn = {
+  tags: ['installations'],
+  summary: 'Check in',
+  description:
+    'Called at every start. Only a 401 means the token is gone; `403 installation_disabled` means the operator disabled the installation: keep the token and retry later.',
+  security: installationToken,
+  response: {
+    200: json("The installation, its plan and today's quota.", Me),
+    401: refusals.unauthorized,
+    403: refusals.installationDisabled,
+    429: refusal(
+      `More check-ins with this token than ${settingText('CHECK_INS_PER_MINUTE')}; the app checks in at each start: keep the token and retry after \`retry-after\`.`,
+    ),
+    503: refusal('The database is not reachable (`database_unavailable`): keep the token and retry after `retry-after`.'),
+  },
+};
+
+/** `DELETE /v1/me` */
+const removal = {
+  tags: ['installations'],
+  summary: 'Remove the installation',
+  description: 'Removes its triggers on Composio, revokes its connected accounts and drops its queued events.',
+  security: installationToken,
+  response: {
+    204: empty('Removed.'),
+    401: refusals.unauthorized,
+    403: refusals.installationDisabled,
+    502: refusals.composioFailed,
+  },
+};
+
 export async function installationRoutes(server: FastifyInstance, deps: InstallationRoutesDeps): Promise<void> {
   const app = server.withTypeProvider<ZodTypeProvider>();
   const { db } = deps.database;
@@ -57,23 +108,7 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
   app.post(
     '/v1/installations',
     {
-      schema: {
-        tags: ['installations'],
-        summary: 'Register an installation',
-        description: `Rate-limited per client address: ${settingText('REGISTRATIONS_PER_MINUTE')} a minute. A Cloud on a paid plan may present its grant here.`,
-        body: RegisterBody,
-        response: {
-          201: json('Registered. The token is shown once and never again.', Registered),
-          400: refusal(
-            'Bad JSON or field, or a grant that cannot be read or verified (`grant_malformed`, `grant_unverifiable`). Nothing is written.',
-          ),
-          403: refusals.grantRefused,
-          413: refusals.tooLarge,
-          415: refusals.notJson,
-          429: refusal('Too many registration attempts from this client.'),
-          503: refusal('Registration is temporarily closed.'),
-        },
-      },
+      schema: registration,
       config: {
         rateLimit: {
           max: deps.registrationsPerMinute,
@@ -103,38 +138,11 @@ export async function installationRoutes(server: FastifyInstance, deps: Installa
       ...installationRoute(deps.installations, {
         limit: perTokenLimit(server, deps.checkInsPerMinute, 'too many check-ins with this token; retry after a minute'),
       }),
-      schema: {
-        tags: ['installations'],
-        summary: 'Check in',
-        description:
-          'Called at every start. Only a 401 means the token is gone; `403 installation_disabled` means the operator disabled the installation: keep the token and retry later.',
-        security: installationToken,
-        response: {
-          200: json("The installation, its plan and today's quota.", Me),
-          401: refusals.unauthorized,
-          403: refusals.installationDisabled,
-          429: refusal(
-            `More check-ins with this token than ${settingText('CHECK_INS_PER_MINUTE')}; the app checks in at each start: keep the token and retry after \`retry-after\`.`,
-          ),
-          503: refusal('The database is not reachable (`database_unavailable`): keep the token and retry after `retry-after`.'),
-        },
-      },
+      schema: checkIn,
     },
     async (request) => describeInstallation(db, request.installation, deps.quotas, deps.clock.now()),
   );
 
-  const removal = {
-    tags: ['installations'],
-    summary: 'Remove the installation',
-    description: 'Removes its triggers on Composio, revokes its connected accounts and drops its queued events.',
-    security: installationToken,
-    response: {
-      204: empty('Removed.'),
-      401: refusals.unauthorized,
-      403: refusals.installationDisabled,
-      502: refusals.composioFailed,
-    },
-  };
   app.delete('/v1/me', { ...installationRoute(deps.installations), schema: removal }, async (request, reply) => {
     await deps.removeInstallation(request.installation);
     request.log.info({ installationId: request.installation.id }, 'installation removed');

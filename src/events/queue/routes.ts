@@ -62,6 +62,42 @@ const EventBatch = z
   })
   .meta({ id: 'EventBatch' });
 
+/** `GET /v1/events` */
+const poll = {
+  tags: ['events'],
+  summary: "Long-poll the installation's events",
+  description:
+    'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits, and with `401` when it is removed (`DELETE /v1/me`).\n\n' +
+    `An installation may hold ${DEFAULT_POLLS_PER_INSTALLATION} waiting polls (\`POLLS_PER_INSTALLATION\`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation in each broker process (\`EVENT_REQUESTS_PER_MINUTE\`, \`429\` beyond).`,
+  security: installationToken,
+  querystring: PollQuery,
+  response: {
+    200: json('The next events (possibly none, after the wait).', EventBatch),
+    400: refusal(
+      'A bad `limit` or `wait` (plain decimal integers only), or a cursor this installation was not given or past its queue (`invalid_cursor`).',
+    ),
+    401: refusals.unauthorized,
+    403: refusals.installationDisabled,
+    429: refusals.installationEventsRateLimited,
+  },
+};
+
+/** `POST /v1/events/ack` */
+const ack = {
+  tags: ['events'],
+  summary: 'Acknowledge events without polling',
+  security: installationToken,
+  body: AckBody,
+  response: {
+    204: empty('Everything up to the cursor is acknowledged (an older cursor changes nothing).'),
+    400: refusal('A missing or bad cursor (`invalid_cursor`).'),
+    401: refusals.unauthorized,
+    403: refusals.installationDisabled,
+    415: refusals.notJson,
+    429: refusals.installationEventsRateLimited,
+  },
+};
+
 /** The installation's queue: long poll and acknowledge. */
 export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps): Promise<void> {
   const app = server.withTypeProvider<ZodTypeProvider>();
@@ -75,24 +111,6 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   app.addHook('preClose', async () => events.closeAll());
   app.addHook('onClose', async () => events.stop());
 
-  const poll = {
-    tags: ['events'],
-    summary: "Long-poll the installation's events",
-    description:
-      'Events come in the order they were accepted. Passing `cursor` acknowledges every event up to it and reads after it; without `cursor` the poll reads after the last acknowledged event. An older cursor (inside retention) replays. With nothing to return the request waits up to `wait` seconds and answers as soon as an event for this installation is committed, on whichever broker it arrived. On shutdown waiting polls are answered at once with no events (and `connection: close`). A poll ends with `403 installation_disabled` when the installation is disabled while it waits, and with `401` when it is removed (`DELETE /v1/me`).\n\n' +
-      `An installation may hold ${DEFAULT_POLLS_PER_INSTALLATION} waiting polls (\`POLLS_PER_INSTALLATION\`): a further poll is accepted and the OLDEST waiting one is answered at once with what it has (usually no events, and its cursor), so a client that reconnects without closing its old request is never refused. Polls and acknowledgements are each limited per installation in each broker process (\`EVENT_REQUESTS_PER_MINUTE\`, \`429\` beyond).`,
-    security: installationToken,
-    querystring: PollQuery,
-    response: {
-      200: json('The next events (possibly none, after the wait).', EventBatch),
-      400: refusal(
-        'A bad `limit` or `wait` (plain decimal integers only), or a cursor this installation was not given or past its queue (`invalid_cursor`).',
-      ),
-      401: refusals.unauthorized,
-      403: refusals.installationDisabled,
-      429: refusals.installationEventsRateLimited,
-    },
-  };
   // Neither route calls Composio.
   const config = { composioCalls: false as const };
   // Counted in this process's memory, after the token check: an idle poll costs no statement.
@@ -131,20 +149,6 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
     if (request.raw.socket.destroyed) held.hangUp();
   });
 
-  const ack = {
-    tags: ['events'],
-    summary: 'Acknowledge events without polling',
-    security: installationToken,
-    body: AckBody,
-    response: {
-      204: empty('Everything up to the cursor is acknowledged (an older cursor changes nothing).'),
-      400: refusal('A missing or bad cursor (`invalid_cursor`).'),
-      401: refusals.unauthorized,
-      403: refusals.installationDisabled,
-      415: refusals.notJson,
-      429: refusals.installationEventsRateLimited,
-    },
-  };
   app.post('/v1/events/ack', { ...acks, schema: ack, config }, async (request, reply) => {
     const { cursor } = request.body;
     const installationId = request.installation.id;
