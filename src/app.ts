@@ -240,6 +240,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(planRoutes, { database, installations, clock: deps.clock, verifyGrant });
   await app.register(adminRoutes, {
     database,
+    installations,
     clock: deps.clock,
     operatorKeys,
     issuer: config.operators.issuer,

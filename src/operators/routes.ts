@@ -4,6 +4,7 @@ import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { tooManyRequests } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
+import type { InstallationDirectory } from '../installations/directory.js';
 import { type RegistrationMode, registrationMode } from '../installations/registration.js';
 import type { OperatorPublicKeys } from '../operator-keys/keys.js';
 import * as actions from './actions.js';
@@ -27,6 +28,8 @@ export interface AdminRoutesDeps {
   operatorKeys: OperatorPublicKeys | null;
   issuer: string;
   registrationMode: RegistrationMode;
+  /** This process's directory of tokens: a disable here forgets the installation before answering. */
+  installations: Pick<InstallationDirectory, 'forget'>;
 }
 
 /** Operators click, they do not stream; the limit, per client address, mostly slows down guessing at tokens. */
@@ -71,9 +74,13 @@ export async function adminRoutes(server: FastifyInstance, deps: AdminRoutesDeps
     actions.switchRegistration(acting(request), actor(request), { mode: request.body.mode, configured: deps.registrationMode }),
   );
 
-  app.post('/v1/admin/installations/:id/disable', { ...limited, schema: schemas.disable }, async (request) =>
-    actions.disable(acting(request), actor(request), request.params.id),
-  );
+  app.post('/v1/admin/installations/:id/disable', { ...limited, schema: schemas.disable }, async (request) => {
+    const disabled = await actions.disable(acting(request), actor(request), request.params.id);
+    // The other processes hear it announced; this one forgets the token before answering, so the
+    // disabled installation's next request here is refused whenever the announcement arrives.
+    deps.installations.forget(disabled.installationId);
+    return disabled;
+  });
 
   app.post('/v1/admin/installations/:id/enable', { ...limited, schema: schemas.enable }, async (request) =>
     actions.enable(acting(request), actor(request), request.params.id),

@@ -4,6 +4,7 @@ import { utcDay } from '../../src/clock.js';
 import { dailyUsage, events, grants, revokedGrants } from '../../src/db/schema.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../../src/installations/disable.js';
 import { signAdminToken } from '../../src/operators/sign.js';
+import { buildEventsApp } from '../events/helpers.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { adminClaims, grantClaims, operatorKey, signClaims, type TestOperatorKey, trusting } from './support.js';
 
@@ -221,6 +222,26 @@ describe('disable and enable', () => {
       expect((await me(auth)).statusCode).toBe(200);
     } finally {
       await listener.unlisten();
+    }
+  });
+
+  it('forgets a token this process knew before answering the disable, whenever the announcement arrives', async () => {
+    const s = await buildEventsApp({ ...trusting(key) }, { database: t.database });
+    try {
+      const { installationId, auth, token } = await register(s.app);
+      expect((await s.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(200);
+      expect(s.events.installations.known(token)?.id).toBe(installationId);
+      const disabled = await s.app.inject({
+        method: 'POST',
+        url: `/v1/admin/installations/${installationId}/disable`,
+        headers: await asOperator(),
+      });
+      expect(disabled.statusCode).toBe(200);
+      // In the tick the answer arrives: not waiting on this process hearing its own announcement.
+      expect(s.events.installations.known(token)).toBeUndefined();
+      expect((await s.app.inject({ method: 'GET', url: '/v1/me', headers: auth })).statusCode).toBe(403);
+    } finally {
+      await s.close();
     }
   });
 
