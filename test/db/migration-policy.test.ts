@@ -495,7 +495,11 @@ describe('a migration waiting for a lock a serving broker holds', () => {
   const LOCK_TIMEOUT_MS = 1000;
   /** Beyond lock_timeout, for a loaded machine: still well short of how long the lock is held. */
   const MARGIN_MS = 2000;
-  const HOLD_MS = 7000;
+  /**
+   * Long enough for two attempts to fail first (the first waits lock_timeout, pauses at most
+   * 250 ms, the second waits lock_timeout again: about 2.25 s), and 2 s past the bound on a read.
+   */
+  const HOLD_MS = 5000;
   const TAG = '0099_policy_probe';
   let database: TestDatabase;
   let folder: string;

@@ -4,12 +4,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build as esbuild } from 'esbuild';
 import type { TestProject } from 'vitest/node';
+import { isProcessFile } from './process-files.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     /**
      * The folder of this run's compiled broker (see below), provided only when the run includes
-     * the processes project. Its `build-result.json` appears once the build has ended.
+     * a file of process-files.ts. Its `build-result.json` appears once the build has ended.
      */
     brokerBuild: string;
   }
@@ -33,7 +34,7 @@ const BESIDE_DIST = ['migrations', 'package.json', 'node_modules', 'openapi.yaml
  * `package.json` (the release, and `"type": "module"` for dist's files), `node_modules/` and
  * `openapi.yaml`.
  *
- * Only when the run includes a file of the processes project. The build is not waited for here:
+ * Only when the run includes a file of process-files.ts. The build is not waited for here:
  * it goes on while Postgres starts and the other projects run, and broker-process.ts waits for
  * `build-result.json` before a first start.
  */
@@ -50,16 +51,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 }
 
-/** Whether the run includes a file of the processes project (the command line may name files). */
+/** Whether the run includes a file of process-files.ts (the command line may name files). */
 export async function runsProcessTests(project: TestProject): Promise<boolean> {
-  const processes = project.vitest.projects.find((p) => p.name === 'processes');
-  if (!processes) return false;
+  const integration = project.vitest.projects.find((p) => p.name === 'integration');
+  if (!integration) return false;
   // The file filters of the command line (`vitest run <file>`): Vitest keeps them in a field of its
   // own before the global setup runs. Without them, every file of the project is in the run.
   const filters = (project.vitest as unknown as { filenamePattern?: unknown }).filenamePattern;
-  if (!Array.isArray(filters) || filters.length === 0) return true;
-  const { testFiles } = await processes.globTestFiles(filters as string[]);
-  return testFiles.length > 0;
+  const { testFiles } = await integration.globTestFiles(Array.isArray(filters) ? (filters as string[]) : []);
+  return testFiles.some((file) => isProcessFile(path.relative(ROOT, file).split(path.sep).join('/')));
 }
 
 /** A failed build is written down, and the first start that needs it reports it. */

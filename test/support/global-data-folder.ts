@@ -9,7 +9,7 @@ declare module 'vitest' {
     /**
      * A broker data folder whose embedded Postgres this run initialised once (`initdb`, the
      * folder's password, the broker's database; nothing migrated), stopped. `initialisedFolder()`
-     * hands out copies. Provided only when the run includes the processes project.
+     * hands out copies. Provided only when the run includes a file of process-files.ts.
      */
     dataFolderTemplate: string;
   }

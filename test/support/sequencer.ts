@@ -1,5 +1,6 @@
 import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { isProcessFile } from './process-files.js';
 
 /**
  * The process files that take longest, longest first (vitest's JSON reporter, this 2-core
@@ -23,7 +24,7 @@ const LONGEST_PROCESS_FILES = [
 /**
  * The order Vitest hands test files to its workers: its own (slowest first by its timings of
  * earlier runs, or largest first, project by project), except that the processes project's files
- * are spread through the others', one in every three, instead of all coming after them. Most of
+ * (process-files.ts) are spread through the others', one in every three, instead of all coming after them. Most of
  * a process file's time is spent waiting on the brokers and Postgres servers it starts (an outage
  * held, a restart, a long poll), and the in-process files beside it use the processor it leaves;
  * run after them, the process files had the machine to themselves and left it half idle.
@@ -31,8 +32,8 @@ const LONGEST_PROCESS_FILES = [
 export class ProcessesAlongside extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
-    const processes = sorted.filter((file) => file.project.name === 'processes');
-    const others = sorted.filter((file) => file.project.name !== 'processes');
+    const processes = sorted.filter((file) => isProcessFile(this.path(file)));
+    const others = sorted.filter((file) => !isProcessFile(this.path(file)));
     if (!processes.some((file) => this.timed(file))) processes.sort((a, b) => this.rank(a) - this.rank(b));
     const order: TestSpecification[] = [];
     while (processes.length > 0 || others.length > 0) {
