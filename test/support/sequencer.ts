@@ -23,11 +23,12 @@ const LONGEST_PROCESS_FILES = [
 
 /**
  * The order Vitest hands test files to its workers: its own (slowest first by its timings of
- * earlier runs, or largest first, project by project), except that the processes project's files
- * (process-files.ts) are spread through the others', one in every three, instead of all coming after them. Most of
- * a process file's time is spent waiting on the brokers and Postgres servers it starts (an outage
- * held, a restart, a long poll), and the in-process files beside it use the processor it leaves;
- * run after them, the process files had the machine to themselves and left it half idle.
+ * earlier runs, or largest first, project by project), except that the files that start processes
+ * (process-files.ts) are spread through the others', one in every three, instead of all coming
+ * after them. Most of a process file's time is spent waiting on the brokers and Postgres servers
+ * it starts (an outage held, a restart, a long poll), and the in-process files beside it use the
+ * processor it leaves; run after them, the process files had the machine to themselves and left
+ * it half idle.
  */
 export class ProcessesAlongside extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
