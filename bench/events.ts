@@ -268,7 +268,7 @@ async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Chil
   }
 
   for (const [label, pollOn, offset] of [
-    ['same broker (woken in-process)', a, 0],
+    ['same broker (woken by its own announcement)', a, 0],
     ['poll on broker B, webhook to A (via LISTEN)', b, LATENCY_SAMPLES],
   ] as const) {
     const samples = [];
