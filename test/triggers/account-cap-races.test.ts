@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { triggers } from '../../src/db/schema.js';
 import { connectAccount } from '../composio/harness.js';
 import { buildTestApp, type TestApp } from '../support/app.js';
-import { createTrigger, installationWithAccount, startTriggersWorld, type TestInstallation, type TriggersWorld } from './support.js';
+import { createTrigger, installationWithAccount, type TestInstallation, useTriggersWorld } from './support.js';
 
 /**
  * The per-account cap (10 triggers) holds however creates interleave: in one process, across two
@@ -11,16 +11,14 @@ import { createTrigger, installationWithAccount, startTriggersWorld, type TestIn
  * `409 too_many_triggers` and leaves nothing behind, here or on Composio.
  */
 
-let world: TriggersWorld;
+const world = useTriggersWorld();
 /** A second broker on the same database and simulator: another process, as far as the cap can tell. */
 let other: TestApp;
 beforeAll(async () => {
-  world = await startTriggersWorld();
   other = await buildTestApp({ REGISTRATIONS_PER_MINUTE: '100000' }, { database: world.t.database, composio: world.h.gateway });
 });
 afterAll(async () => {
   await other?.close();
-  await world?.close();
 });
 
 let automations = 0;

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   callsSince,
   composioTrigger,
@@ -6,19 +6,14 @@ import {
   githubCommitBody,
   gmailBody,
   installationWithAccount,
-  startTriggersWorld,
   storedTrigger,
   storedTriggerCount,
-  type TriggersWorld,
+  useTriggersWorld,
 } from './support.js';
 
 /** `POST /v1/triggers` against real Postgres and the simulator through the real SDK. */
 
-let world: TriggersWorld;
-beforeAll(async () => {
-  world = await startTriggersWorld();
-});
-afterAll(() => world.close());
+const world = useTriggersWorld();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 

@@ -1,27 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { connectAccount } from '../composio/harness.js';
 import { composioRequests } from '../connectors/support.js';
-import {
-  createTrigger,
-  gmailBody,
-  installationWithAccount,
-  startTriggersWorld,
-  type TestInstallation,
-  type TriggersWorld,
-} from './support.js';
+import { createTrigger, gmailBody, installationWithAccount, type TestInstallation, useTriggersWorld } from './support.js';
 
 /**
  * Trigger input Postgres could not store is refused with `400` naming the field before any
  * Composio call (today it was a `500`, after a Composio create and delete).
  */
 
-let world: TriggersWorld;
+const world = useTriggersWorld();
 let a: TestInstallation;
 beforeAll(async () => {
-  world = await startTriggersWorld();
   a = await installationWithAccount(world, 'github');
 });
-afterAll(() => world.close());
 
 const githubBody = (overrides: Record<string, unknown>) => ({
   automationId: `auto_${Math.random().toString(36).slice(2)}`,

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/clock.js';
 import { triggers } from '../../src/db/schema.js';
 import {
@@ -9,19 +9,14 @@ import {
   gmailBody,
   installationWithAccount,
   recordUsage,
-  startTriggersWorld,
   storedTrigger,
   type TestInstallation,
-  type TriggersWorld,
+  useTriggersWorld,
 } from './support.js';
 
 /** Reading, pausing, resuming and deleting triggers; `status` and `today`. */
 
-let world: TriggersWorld;
-beforeAll(async () => {
-  world = await startTriggersWorld();
-});
-afterAll(() => world.close());
+const world = useTriggersWorld();
 
 async function newTrigger(who: TestInstallation, overrides: Record<string, unknown> = {}) {
   const response = await createTrigger(world, who, gmailBody(who.accountId, overrides));

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { type ReconcileDeps, type ReconcileRun, reconcileTriggers } from '../../src/triggers/reconcile.js';
@@ -8,10 +8,9 @@ import {
   createTrigger,
   gmailBody,
   installationWithAccount,
-  startTriggersWorld,
   storedTrigger,
   type TestInstallation,
-  type TriggersWorld,
+  useTriggersWorld,
 } from './support.js';
 
 /**
@@ -21,15 +20,10 @@ import {
  * installation owns is deleted after the grace period; each repair counted in metrics.
  */
 
-let world: TriggersWorld;
+const world = useTriggersWorld();
 const metrics = createMetrics({ defaultMetrics: false });
 const log = createLogger('silent');
 const HOUR = 3_600_000;
-
-beforeAll(async () => {
-  world = await startTriggersWorld();
-});
-afterAll(() => world.close());
 
 const deps = (): ReconcileDeps => ({
   db: world.t.database.db,

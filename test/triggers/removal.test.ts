@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { deleteInstallationTriggers } from '../../src/triggers/delete.js';
 import { answered } from '../composio/harness.js';
@@ -8,19 +8,14 @@ import {
   createTrigger,
   gmailBody,
   installationWithAccount,
-  startTriggersWorld,
   storedTrigger,
   type TestInstallation,
-  type TriggersWorld,
+  useTriggersWorld,
 } from './support.js';
 
 /** `deleteInstallationTriggers`: what removing an installation does to its triggers. */
 
-let world: TriggersWorld;
-beforeAll(async () => {
-  world = await startTriggersWorld();
-});
-afterAll(() => world.close());
+const world = useTriggersWorld();
 
 async function withTriggers(count: number): Promise<{ who: TestInstallation; triggers: { id: string; composioTriggerId: string }[] }> {
   const who = await installationWithAccount(world);

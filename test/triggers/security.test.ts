@@ -1,26 +1,24 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   callsSince,
   composioTrigger,
   createTrigger,
   gmailBody,
   installationWithAccount,
-  startTriggersWorld,
   storedTrigger,
   storedTriggerCount,
   type TestInstallation,
-  type TriggersWorld,
+  useTriggersWorld,
 } from './support.js';
 
 /** Tokens, bad input and isolation between installations, on every trigger route. */
 
-let world: TriggersWorld;
+const world = useTriggersWorld();
 let a: TestInstallation;
 let b: TestInstallation;
 let bTrigger: { id: string; composioTriggerId: string; body: unknown };
 
 beforeAll(async () => {
-  world = await startTriggersWorld();
   a = await installationWithAccount(world);
   b = await installationWithAccount(world);
   const created = await createTrigger(world, b, gmailBody(b.accountId, { filter: { from: 'b@example.com' } }));
@@ -28,7 +26,6 @@ beforeAll(async () => {
   const row = await storedTrigger(world, created.json().id);
   bTrigger = { id: created.json().id, composioTriggerId: row!.composioTriggerId, body: created.json() };
 });
-afterAll(() => world.close());
 
 /**
  * Nothing happened anywhere: no Composio call (or, with `reads`, only lookups), no row, and B's

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from 'vitest';
 import { triggerDailyUsage, triggers } from '../../src/db/schema.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { connectAccount, type Harness, startHarness } from '../composio/harness.js';
@@ -10,7 +11,23 @@ export interface TriggersWorld {
   close(): Promise<void>;
 }
 
-export async function startTriggersWorld(): Promise<TriggersWorld> {
+/**
+ * The calling test file's world: started before its tests (and before the `beforeAll`s the file
+ * registers after this call), closed after them (after the file's own `afterAll`s). The object
+ * answered is filled in once it has started.
+ */
+export function useTriggersWorld(): TriggersWorld {
+  const world = {} as TriggersWorld;
+  beforeAll(async () => {
+    Object.assign(world, await startTriggersWorld());
+  });
+  afterAll(async () => {
+    if (world.close) await world.close();
+  });
+  return world;
+}
+
+async function startTriggersWorld(): Promise<TriggersWorld> {
   const h = await startHarness();
   // Every test registers installations of its own: more than the default registrations a minute.
   const t = await buildTestApp({ REGISTRATIONS_PER_MINUTE: '100000' }, { composio: h.gateway });
