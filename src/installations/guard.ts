@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, onRequestHookHandler, preValidationHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest, onRequestHookHandler, preValidationAsyncHookHandler, preValidationHookHandler } from 'fastify';
 import { unauthorized } from '../errors.js';
 import { bearerToken } from '../http/authenticate.js';
 import type { RequestLimit } from '../http/installation-limit.js';
@@ -27,16 +27,11 @@ type Directory = Pick<InstallationDirectory, 'known' | 'authenticate'>;
 export function installationRoute(
   directory: Directory,
   options: { limit?: RequestLimit; checks?: ((request: FastifyRequest) => Promise<void>)[] } = {},
-): { onRequest: onRequestHookHandler[]; preValidation?: preValidationHookHandler[] } {
+): { onRequest: onRequestHookHandler[]; preValidation?: (preValidationHookHandler | preValidationAsyncHookHandler)[] } {
   const guard = requireInstallation(directory);
   const { limit, checks } = options;
   const onRequest = limit?.stage === 'token' ? [limit.hook, guard] : [guard];
-  // The checks are promises; as callback hooks, every hook of the route is of one kind.
-  const asCallback =
-    (check: (request: FastifyRequest) => Promise<void>): preValidationHookHandler =>
-    (request, _reply, done) =>
-      void check(request).then(() => done(), done);
-  const preValidation = [...(limit?.stage === 'installation' ? [limit.hook] : []), ...(checks ?? []).map(asCallback)];
+  const preValidation = [...(limit?.stage === 'installation' ? [limit.hook] : []), ...(checks ?? [])];
   return preValidation.length === 0 ? { onRequest } : { onRequest, preValidation };
 }
 
