@@ -1,16 +1,12 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { PACKAGE_ROOT } from './package-root.js';
 
 /**
- * This broker's release: package.json's version (CHANGELOG.md lists the releases). Read at run
- * time beside `src/` or `dist/`, both one folder below package.json, as the image copies it.
+ * This broker's release: package.json's version (CHANGELOG.md lists the releases), read at run
+ * time from the package beside `src/` or `dist/`, as the image copies it.
  */
-export const RELEASE: string = (
-  JSON.parse(readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../package.json'), 'utf8')) as {
-    version: string;
-  }
-).version;
+export const RELEASE: string = (JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
 /**
  * Orders two releases by their `major.minor.patch` numbers: negative when `a` is older than `b`,

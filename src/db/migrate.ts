@@ -1,15 +1,15 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import type { Logger } from 'pino';
 import postgres from 'postgres';
+import { PACKAGE_ROOT } from '../package-root.js';
 import { RELEASE } from '../release.js';
 import { applyFunctionFiles, FunctionFileError } from './functions.js';
 
-export const MIGRATIONS_FOLDER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+export const MIGRATIONS_FOLDER = path.join(PACKAGE_ROOT, 'migrations');
 /** The one definition of each database function, a file per function (see db/functions.ts). */
 export const FUNCTIONS_FOLDER = path.join(MIGRATIONS_FOLDER, 'functions');
 

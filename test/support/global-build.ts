@@ -1,9 +1,9 @@
-import { mkdtemp, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build as esbuild } from 'esbuild';
 import type { TestProject } from 'vitest/node';
+import { buildBroker } from '../../scripts/build.js';
 import { isProcessFile } from './process-files.js';
 
 declare module 'vitest' {
@@ -25,12 +25,10 @@ export const BUILD_RESULT = 'build-result.json';
 const BESIDE_DIST = ['migrations', 'package.json', 'node_modules', 'openapi.yaml'];
 
 /**
- * The broker compiled once for the run, so that the brokers and CLIs the process tests start run
- * `node dist/main.js` as production does: loading the source through tsx costs each start about
- * three times the CPU. The build is esbuild's, file by file (the source is written for it:
- * `verbatimModuleSyntax`, no `const enum`), which writes what `npm run build`'s tsc writes in a
- * twentieth of its CPU; test/image/dist-entry-points.test.ts runs the image's own tsc build. Into
- * a temporary folder laid out as the image's /app: `dist/`, and links to `migrations/`,
+ * The broker built once for the run by `npm run build`'s own code (scripts/build.ts), so that the
+ * brokers and CLIs the process tests start run `node dist/main.js` as production does: loading
+ * the source through tsx costs each start about three times the CPU. Into a temporary folder laid
+ * out as the image's /app: `dist/`, and links to `migrations/`,
  * `package.json` (the release, and `"type": "module"` for dist's files), `node_modules/` and
  * `openapi.yaml`.
  *
@@ -64,7 +62,7 @@ export async function runsProcessTests(project: TestProject): Promise<boolean> {
 
 /** A failed build is written down, and the first start that needs it reports it. */
 async function build(dir: string): Promise<void> {
-  const result = await compileBroker(ROOT, path.join(dir, 'dist')).then(
+  const result = await buildBroker(ROOT, path.join(dir, 'dist')).then(
     (): { ok: boolean; output?: string } => ({ ok: true }),
     (error: unknown) => ({ ok: false, output: error instanceof Error ? error.message : String(error) }),
   );
@@ -72,26 +70,4 @@ async function build(dir: string): Promise<void> {
   const partial = path.join(dir, `${BUILD_RESULT}.partial`);
   await writeFile(partial, JSON.stringify(result));
   await rename(partial, path.join(dir, BUILD_RESULT));
-}
-
-/**
- * The broker of the checkout at `root` compiled as above: tsconfig.build.json's files (src/
- * without its tests), each to its .js under `outdir`. Also used for a previous release's checkout
- * (release-checkout.ts).
- */
-export async function compileBroker(root: string, outdir: string): Promise<void> {
-  const src = path.join(root, 'src');
-  const entryPoints = (await readdir(src, { recursive: true }))
-    .filter((file) => file.endsWith('.ts') && !file.endsWith('.test.ts'))
-    .map((file) => path.join(src, file));
-  await esbuild({
-    entryPoints,
-    outdir,
-    outbase: src,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    tsconfig: path.join(root, 'tsconfig.build.json'),
-    logLevel: 'silent',
-  });
 }

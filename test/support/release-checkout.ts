@@ -1,17 +1,17 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, symlink, unlink } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, symlink, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isDeepStrictEqual, promisify } from 'node:util';
-import { compileBroker } from './global-build.js';
+import { build } from 'esbuild';
 import { REPO_ROOT } from './releases.js';
 
 const run = promisify(execFile);
 
 /**
  * A released commit checked out beside the working tree (a `git worktree` in the OS temp
- * folder), with dependencies to run it and its broker compiled into its `dist/` (as the run's own,
- * see global-build.ts): the tests that start a previous release's broker next to this one's.
+ * folder), with dependencies to run it and its broker compiled into its `dist/` (see
+ * compileRelease): the tests that start a previous release's broker next to this one's.
  * Nothing is kept between runs: each checkout is made fresh and `remove()`d.
  */
 export interface ReleaseCheckout {
@@ -80,10 +80,32 @@ export async function checkOutRelease(commit: string): Promise<ReleaseCheckout> 
       });
       dependencies = 'installed';
     }
-    await compileBroker(dir, path.join(dir, 'dist'));
+    await compileRelease(dir, path.join(dir, 'dist'));
     return { dir, commit, dependencies, remove };
   } catch (error) {
     await remove();
     throw error;
   }
+}
+
+/**
+ * A release's broker compiled as its `npm run build` laid it out: each file of `src/` (tests left
+ * out) to its `.js` under `outdir`. Not bundled as this release's is (scripts/build.ts): 0.1.0
+ * finds its migrations and package.json by its modules' depth below the package's root.
+ */
+async function compileRelease(root: string, outdir: string): Promise<void> {
+  const src = path.join(root, 'src');
+  const entryPoints = (await readdir(src, { recursive: true }))
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.test.ts'))
+    .map((file) => path.join(src, file));
+  await build({
+    entryPoints,
+    outdir,
+    outbase: src,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    tsconfig: path.join(root, 'tsconfig.build.json'),
+    logLevel: 'silent',
+  });
 }
