@@ -18,7 +18,7 @@ export interface ReleaseCheckout {
   /** The checkout's root: start its broker there (`startBroker(env, { cwd })` runs its `dist/main.js`). */
   readonly dir: string;
   readonly commit: string;
-  /** `linked`: the release's lock file names the same packages as ours, so ours serve it; `installed`: `npm ci` there. */
+  /** `linked`: every package of the release's lock file is in ours, the same, so ours serve it; `installed`: `npm ci` there. */
   readonly dependencies: 'linked' | 'installed';
   /** Removes the checkout and its record in the repository. */
   remove(): Promise<void>;
@@ -44,11 +44,21 @@ async function requireCommit(commit: string): Promise<void> {
   }
 }
 
-/** A lock file's packages, leaving out the root entry `""` (which carries the version, different in every release). */
-async function lockedPackages(root: string): Promise<unknown> {
+/** A lock file's packages by their folder, leaving out the root entry `""` (which carries the version, different in every release). */
+async function lockedPackages(root: string): Promise<Record<string, unknown>> {
   const lock = JSON.parse(await readFile(path.join(root, 'package-lock.json'), 'utf8')) as { packages?: Record<string, unknown> };
   const { '': _root, ...packages } = lock.packages ?? {};
   return packages;
+}
+
+/**
+ * Whether our node_modules serve the release as its own `npm ci` would: every package its lock
+ * file names is in ours, in the same folder, the same. Packages we added since (a new tool) are
+ * never loaded by its code, which imports only what its lock names.
+ */
+async function ourPackagesServe(release: string): Promise<boolean> {
+  const [theirs, ours] = await Promise.all([lockedPackages(release), lockedPackages(REPO_ROOT)]);
+  return Object.entries(theirs).every(([folder, entry]) => isDeepStrictEqual(entry, ours[folder]));
 }
 
 export async function checkOutRelease(commit: string): Promise<ReleaseCheckout> {
@@ -68,7 +78,7 @@ export async function checkOutRelease(commit: string): Promise<ReleaseCheckout> 
   try {
     await git('worktree', 'add', '--detach', dir, commit);
     let dependencies: ReleaseCheckout['dependencies'];
-    if (isDeepStrictEqual(await lockedPackages(dir), await lockedPackages(REPO_ROOT))) {
+    if (await ourPackagesServe(dir)) {
       await symlink(path.join(REPO_ROOT, 'node_modules'), nodeModules, 'dir');
       linked = true;
       dependencies = 'linked';
