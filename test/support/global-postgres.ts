@@ -81,6 +81,7 @@ async function startServer(project: TestProject): Promise<() => Promise<void>> {
     database: 'postgres',
     extraFlags: ['-c', 'max_connections=400', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
   });
+  await cheaperPasswordCheck(server.url);
   project.provide('pgAdminUrl', server.url);
   return async () => {
     await server.stop();
@@ -91,4 +92,23 @@ async function startServer(project: TestProject): Promise<() => Promise<void>> {
 function dockerAvailable(): boolean {
   if (process.env.DOCKER_HOST) return true;
   return existsSync('/var/run/docker.sock');
+}
+
+/**
+ * The server's password stored again hashed with one SCRAM iteration instead of 4,096. Each
+ * connection still proves the password (the same SCRAM exchange, on both sides), but without
+ * some 4 ms of processor between the client and the server: about 1,500 connections a run.
+ */
+async function cheaperPasswordCheck(url: string): Promise<void> {
+  const { username, password } = new URL(url);
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await sql.begin(async (tx) => {
+      await tx`set local scram_iterations = 1`;
+      const role = `"${decodeURIComponent(username).replaceAll('"', '""')}"`;
+      await tx.unsafe(`alter role ${role} password '${decodeURIComponent(password).replaceAll("'", "''")}'`);
+    });
+  } finally {
+    await sql.end();
+  }
 }
