@@ -48,7 +48,7 @@ import type { TriggerRow } from './view.js';
  */
 
 /** Any fixed number: the lock that lets one broker process at a time reconcile. */
-const RECONCILE_LOCK = 7_262_011_005;
+export const RECONCILE_LOCK = 7_262_011_005;
 /** The most Composio lists per page (composio-api.md §10 row 1). */
 const PAGE_SIZE = 50;
 /** The part of the project's Composio budget a sweep may use. */

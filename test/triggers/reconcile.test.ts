@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
-import { type ReconcileDeps, type ReconcileRun, reconcileTriggers } from '../../src/triggers/reconcile.js';
+import { RECONCILE_LOCK, type ReconcileDeps, type ReconcileRun, reconcileTriggers } from '../../src/triggers/reconcile.js';
 import { metricValue } from '../support/http.js';
 import {
   composioTrigger,
@@ -177,7 +177,16 @@ describe('reconciling with Composio', () => {
   });
 
   it('runs in one process at a time', async () => {
-    const runs = await Promise.all([reconcile(), reconcile()]);
-    expect(runs.map((r) => r.ran).sort()).toEqual([false, true]);
+    // Another process's sweep, holding the lock on a connection of its own: started side by side,
+    // two sweeps raced (the first could end before the second asked), so the other one is held here.
+    const other = await world.t.database.sql.reserve();
+    try {
+      await other`select pg_advisory_lock(${RECONCILE_LOCK})`;
+      expect((await reconcile()).ran).toBe(false);
+      await other`select pg_advisory_unlock(${RECONCILE_LOCK})`;
+    } finally {
+      other.release();
+    }
+    expect((await reconcile()).ran).toBe(true);
   });
 });
