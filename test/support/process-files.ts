@@ -16,6 +16,7 @@ export const PROCESSES = [
   'test/faults/postgres-restart.test.ts',
   'test/faults/shutdown.test.ts',
   'test/image/dist-entry-points.test.ts',
+  'test/operators/backup.test.ts',
   'test/operators/cli-process.test.ts',
   'test/operators/operator-path.test.ts',
   'test/replicas/**/*.test.ts',

@@ -56,6 +56,28 @@ export async function withBrokerDatabase<T>(config: Config, logger: Logger, work
 }
 
 /**
+ * Runs `work` with the URL of the embedded Postgres in `DATA_DIR`: the one a broker runs there now,
+ * or one started for the command and stopped after it. For the commands that work on the embedded
+ * server itself (`backup`): refused with `DATABASE_URL`, whose server has its own tools.
+ */
+export async function withEmbeddedServer<T>(config: Config, logger: Logger, what: string, work: (url: string) => Promise<T>): Promise<T> {
+  if (config.databaseUrl) {
+    throw new CommandFailed(
+      `${what} is for the embedded Postgres (no DATABASE_URL); back up an external Postgres with its own tools (docs/operators.md, "Backups")`,
+    );
+  }
+  refuseUnnamedDatabase(config);
+  const running = runningUrl(config.dataDir);
+  if (running) return work(running);
+  const embedded = await startEmbedded(config.dataDir, logger);
+  try {
+    return await work(embedded.url);
+  } finally {
+    await embedded.stop();
+  }
+}
+
+/**
  * Neither `DATABASE_URL` nor `DATA_DIR` names a database, and the default folder holds none: run
  * from another folder, the command would otherwise make an empty database there and answer from
  * it ("0 installation(s)") as if it were the broker's.

@@ -1,3 +1,4 @@
+import { backupCommand, restoreCommand } from './backup.js';
 import { type CliEnv, type CliIo, type Command, CommandFailed, UsageError } from './command.js';
 import { importInstallationsCommand } from './import.js';
 import { keysGenerate } from './keys.js';
@@ -15,6 +16,8 @@ export const COMMANDS: readonly Command[] = [
   grantIssue,
   adminToken,
   migrate,
+  backupCommand,
+  restoreCommand,
   importInstallationsCommand,
   webhookSubscribe,
   webhookRotateSecret,
