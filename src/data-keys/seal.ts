@@ -1,0 +1,56 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { DataKeys } from './keys.js';
+
+/**
+ * A value encrypted at rest: AES-256-GCM (node:crypto) under one of the data keys, with a fresh
+ * 12-byte IV per value, and bound to where it is stored by the additional data (`bound`: what
+ * names its row, such as the installation and the event). The same bytes in another row, or read
+ * with another key, do not decrypt: `open` throws.
+ *
+ * Layout: `0x01` (this layout), the key id's length (1 byte), the key id (ASCII), the IV (12 bytes),
+ * the ciphertext, the tag (16 bytes). The key id is in clear, so that what a key protects can be
+ * counted (`data-keys status`) and a missing key named.
+ */
+
+const LAYOUT = 0x01;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+export class SealError extends Error {
+  override name = 'SealError';
+}
+
+export function seal(keys: DataKeys, plaintext: Buffer, bound: string): Buffer {
+  const { id, key } = keys.current;
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(Buffer.from(bound, 'utf8'));
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return Buffer.concat([Buffer.from([LAYOUT, id.length]), Buffer.from(id, 'ascii'), iv, body, cipher.getAuthTag()]);
+}
+
+/** The id of the key a sealed value is under; SealError for bytes that are not a sealed value. */
+export function sealedKeyId(sealed: Buffer): string {
+  if (sealed.length < 2 || sealed[0] !== LAYOUT) throw new SealError('not a sealed value of a known layout');
+  const length = sealed[1]!;
+  if (sealed.length < 2 + length + IV_BYTES + TAG_BYTES) throw new SealError('a sealed value cut short');
+  return sealed.subarray(2, 2 + length).toString('ascii');
+}
+
+/** The plaintext, or SealError: a key not configured, or bytes not sealed for `bound` with that key. */
+export function open(keys: DataKeys, sealed: Buffer, bound: string): Buffer {
+  const id = sealedKeyId(sealed);
+  const key = keys.byId.get(id);
+  if (!key) throw new SealError(`sealed under the key ${id}, which is not configured`);
+  const at = 2 + id.length;
+  const iv = sealed.subarray(at, at + IV_BYTES);
+  const body = sealed.subarray(at + IV_BYTES, sealed.length - TAG_BYTES);
+  const decipher = createDecipheriv('aes-256-gcm', key.key, iv);
+  decipher.setAAD(Buffer.from(bound, 'utf8'));
+  decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+  try {
+    return Buffer.concat([decipher.update(body), decipher.final()]);
+  } catch {
+    throw new SealError(`does not decrypt under the key ${id} for where it is stored`);
+  }
+}
