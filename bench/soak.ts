@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import postgres from 'postgres';
+import { APPLICATION_NAMES } from '../src/db/database.js';
 import { composioUserIdFor } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import { type Simulator, startSimulator } from '../src/sim/index.js';
@@ -295,7 +296,7 @@ async function sample(at: number, brokers: readonly BrokerProcess[], sql: postgr
   try {
     const [row] = await Promise.race([
       sql<{ total: number; brokers: number }[]>`
-        select count(*)::int as total, count(*) filter (where application_name = 'omb-broker')::int as brokers
+        select count(*)::int as total, count(*) filter (where application_name = ${APPLICATION_NAMES.pool})::int as brokers
           from pg_stat_activity
          where backend_type = 'client backend' and pid <> pg_backend_pid()`,
       sleep(3_000).then(() => []),
@@ -364,7 +365,7 @@ function third(samples: Sample[], ledger: Ledger, from: number, to: number) {
     fromS: seconds(from),
     toS: seconds(to),
     brokerRssMb: ['A', 'B'].map((name, i) => ({ broker: name, median: middle(rss(i)), max: maxOf(rss(i)) })),
-    // All client connections (the soak's own left out), and the brokers' (`application_name` omb-broker).
+    // All client connections (the soak's own left out), and the brokers' (`application_name` omb-broker/<release>).
     pgConnections: {
       median: middle(connections),
       max: maxOf(connections),

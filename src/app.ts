@@ -154,7 +154,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const verifyGrant = createGrantVerifier(operatorKeys, config.operators.issuer);
 
   // App events' per-process machinery, which also knows who each token is: every route's token check asks it.
-  const events = deps.events ?? createEventsRuntime({ database, logger, ...config.events });
+  const events =
+    deps.events ?? createEventsRuntime({ database, logger, ...config.events, ...(config.dataKeys ? { dataKeys: config.dataKeys } : {}) });
   const { installations } = events;
 
   await app.register(installationRoutes, {
@@ -199,9 +200,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const stopCountingWebhooks = events.outcomes.subscribe((outcome) => metrics.webhooks.inc({ outcome }));
   // Every event queued, whichever path queued it (webhooks, test events, the reconciliation's stops).
   const stopCountingQueued = events.notifier.onQueued((type) => metrics.eventsQueued.inc({ type }));
+  const stopCountingUnreadable = events.sealing?.onUnreadable(() => metrics.eventsUnreadable.inc());
   app.addHook('onClose', async () => {
     stopCountingWebhooks();
     stopCountingQueued();
+    stopCountingUnreadable?.();
   });
   await app.register(metricsRoutes, {
     sql: database.sql,

@@ -88,13 +88,36 @@ describe('loadConfig', () => {
   });
 
   it('runs the simulator in production only when SANDBOX=true, and the CLI without a key', () => {
-    expect(loadConfig({ NODE_ENV: 'production', SANDBOX: 'true', SANDBOX_HOST: '0.0.0.0' }).composio).toMatchObject({
+    const keys = { DATA_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 1).toString('base64')}` };
+    expect(loadConfig({ ...keys, NODE_ENV: 'production', SANDBOX: 'true', SANDBOX_HOST: '0.0.0.0' }).composio).toMatchObject({
       apiKey: undefined,
       sandboxHost: '0.0.0.0',
     });
-    expect(loadConfig({ NODE_ENV: 'production', COMPOSIO_API_KEY: 'ak_x', COMPOSIO_WEBHOOK_SECRET: 's' }).composio.apiKey).toBe('ak_x');
+    expect(loadConfig({ ...keys, NODE_ENV: 'production', COMPOSIO_API_KEY: 'ak_x', COMPOSIO_WEBHOOK_SECRET: 's' }).composio.apiKey).toBe(
+      'ak_x',
+    );
     expect(loadConfig({ NODE_ENV: 'production' }, { for: 'cli' }).composio.apiKey).toBeUndefined();
     expect(loadConfig({}).composio.sandboxHost).toBe('127.0.0.1');
+  });
+
+  it('requires DATA_ENCRYPTION_KEYS in production, and says what is wrong with them without their keys', () => {
+    const key = Buffer.alloc(32, 9).toString('base64url');
+    expect(() => loadConfig({ NODE_ENV: 'production', SANDBOX: 'true' })).toThrow(/DATA_ENCRYPTION_KEYS: required in production/);
+    expect(
+      loadConfig({ NODE_ENV: 'production', SANDBOX: 'true', DATA_ENCRYPTION_KEYS: `new:${key},old:${key}` }).dataKeys?.current.id,
+    ).toBe('new');
+    // The CLI needs none; nor does a broker outside production (it makes a key file).
+    expect(loadConfig({ NODE_ENV: 'production' }, { for: 'cli' }).dataKeys).toBeUndefined();
+    expect(loadConfig({}).dataKeys).toBeUndefined();
+    const short = Buffer.alloc(16, 9).toString('base64');
+    let problem = '';
+    try {
+      loadConfig({ DATA_ENCRYPTION_KEYS: `a:${short}` });
+    } catch (error) {
+      problem = (error as Error).message;
+    }
+    expect(problem).toContain('DATA_ENCRYPTION_KEYS: entry 1 (a): its key must be 32 bytes');
+    expect(problem).not.toContain(short);
   });
 
   it('splits rotating webhook secrets and trims the base URL', () => {

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { type DataKeys, parseDataKeys } from './data-keys/keys.js';
 import { DEFAULT_DATABASE_TIMEOUT_MS } from './db/database.js';
 import { RESTART_FOR_MS } from './db/embedded.js';
 
@@ -124,6 +125,9 @@ export const EnvSchema = z.object({
     .describe(
       "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder)). The operator CLI uses the default only where it already holds a database (see [Which database the CLI uses](operators.md#which-database-the-cli-uses))",
     ),
+  DATA_ENCRYPTION_KEYS: optionalString.describe(
+    'the keys that encrypt trigger events’ data in the database: `id:key`, comma-separated, each key 32 bytes in base64 or base64url (`openssl rand -base64 32`), each id 1 to 32 of `a-z0-9_-`. The first encrypts, all decrypt. Required with `NODE_ENV=production`; unset otherwise: a key file made in `DATA_DIR` at the first start (see [Encryption at rest](operating.md#encryption-at-rest))',
+  ),
   EMBEDDED_POSTGRES_RESTART_MS: int(1_000, 3_600_000)
     .default(RESTART_FOR_MS)
     .describe(
@@ -370,9 +374,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       'DATABASE_URL: target_session_attrs=read-write would also pick a hot standby (it reports read-write); use target_session_attrs=primary',
     );
   }
+  let dataKeys: DataKeys | undefined;
+  if (e.DATA_ENCRYPTION_KEYS !== undefined) {
+    const parsed = parseDataKeys(e.DATA_ENCRYPTION_KEYS, 'DATA_ENCRYPTION_KEYS');
+    if ('problems' in parsed) problems.push(...parsed.problems.map((problem) => `DATA_ENCRYPTION_KEYS: ${problem}`));
+    else dataKeys = parsed.keys;
+  } else if (e.NODE_ENV === 'production' && options.for !== 'cli') {
+    problems.push(
+      'DATA_ENCRYPTION_KEYS: required in production (NODE_ENV=production): id:key, the key 32 bytes in base64 (`openssl rand -base64 32`); see docs/operating.md, "Encryption at rest"',
+    );
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
-  return configOf(e, { databaseUrl, dataDirGiven: env.DATA_DIR !== undefined, webhookSecrets, publicKeys });
+  return configOf(e, { databaseUrl, dataDirGiven: env.DATA_DIR !== undefined, webhookSecrets, publicKeys, dataKeys });
 }
 
 function configOf(
@@ -382,6 +396,7 @@ function configOf(
     dataDirGiven: boolean;
     webhookSecrets: string[];
     publicKeys: z.output<typeof JwksSchema> | undefined;
+    dataKeys: DataKeys | undefined;
   },
 ) {
   return Object.freeze({
@@ -392,6 +407,8 @@ function configOf(
     dataDir: e.DATA_DIR,
     /** Whether `DATA_DIR` was set: the operator CLI makes no database in the default folder. */
     dataDirGiven: checked.dataDirGiven,
+    /** `DATA_ENCRYPTION_KEYS`; unset (outside production): the key file in `dataDir` (src/data-keys/keys.ts). */
+    dataKeys: checked.dataKeys,
     embeddedRestartForMs: e.EMBEDDED_POSTGRES_RESTART_MS,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseTimeoutMs: e.DATABASE_TIMEOUT_MS,

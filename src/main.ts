@@ -4,6 +4,7 @@ import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { type ComposioGateway, gatewayForProject } from './composio/index.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
+import { type DataKeys, keyFile, keyIds } from './data-keys/keys.js';
 import { DataDirInUseError } from './db/data-dir-lock.js';
 import { type Database, openDatabase } from './db/database.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
@@ -69,7 +70,7 @@ async function main(): Promise<void> {
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
-    const events = createEventsRuntime({ database, logger, ...config.events });
+    const events = createEventsRuntime({ database, logger, ...config.events, dataKeys: dataKeysOf(config, logger) });
     const app = await buildApp({ config, database, logger, clock: systemClock, events, composio: composio.gateway, metrics });
     closers.push(() => closeServer(app, config.shutdownGraceMs, logger));
     if (config.metrics.host !== undefined && config.metrics.port !== undefined) {
@@ -286,3 +287,23 @@ async function ownersOf(database: Database, composioTriggerIds: string[]): Promi
 }
 
 await main();
+
+/**
+ * `DATA_ENCRYPTION_KEYS`, or (outside production, where config requires the setting) the key file
+ * in `DATA_DIR`, made at the first start. Logged by their ids alone.
+ */
+function dataKeysOf(config: Config, logger: Logger): DataKeys {
+  if (config.dataKeys) {
+    logger.info({ dataKeys: keyIds(config.dataKeys), source: 'DATA_ENCRYPTION_KEYS' }, 'data encryption keys');
+    return config.dataKeys;
+  }
+  const { keys, created } = keyFile(config.dataDir);
+  if (created) {
+    logger.warn(
+      { file: keys.source, dataKey: keys.current.id },
+      'made a data encryption key file: keep a copy apart from the database and its backups, which cannot be read without it (or set DATA_ENCRYPTION_KEYS)',
+    );
+  }
+  logger.info({ dataKeys: keyIds(keys), source: keys.source }, 'data encryption keys');
+  return keys;
+}

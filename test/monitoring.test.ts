@@ -72,6 +72,7 @@ describe('the rules and the dashboard', () => {
       'upstream_rate_limited',
       'omb_database_up',
       'omb_triggers_active',
+      'omb_events_unreadable_total',
     ]) {
       expect(rules).toContain(needed);
     }

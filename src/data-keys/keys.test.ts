@@ -13,6 +13,9 @@ describe('DATA_ENCRYPTION_KEYS', () => {
     expect(parsed.keys.current.id).toBe('new');
     expect(parsed.keys.current.key.equals(raw)).toBe(true);
     expect(keyIds(parsed.keys)).toEqual(['new', 'old_1']);
+    // Written out (a log line, an error's details), the keys are their ids.
+    const written = JSON.stringify({ keys: parsed.keys, current: parsed.keys.current });
+    expect(written).toBe('{"keys":{"ids":["new","old_1"],"source":"DATA_ENCRYPTION_KEYS"},"current":{"id":"new"}}');
   });
 
   it('names what is wrong by place and id, never by the key', () => {

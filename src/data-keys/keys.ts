@@ -57,7 +57,10 @@ export function parseDataKeys(text: string, source: string): { keys: DataKeys } 
     if (problem) problems.push(problem);
   }
   if (problems.length > 0) return { problems };
-  return { keys: { current: byId.values().next().value!, byId, source } };
+  const keys: DataKeys = { current: byId.values().next().value!, byId, source };
+  // Written out, the keys are their ids and where they came from.
+  Object.defineProperty(keys, 'toJSON', { value: () => ({ ids: [...byId.keys()], source }) });
+  return { keys };
 }
 
 /** What is wrong with one `id:key` entry (its place counted from 0), or, when nothing is, undefined: the key is added to `byId`. */
@@ -70,7 +73,8 @@ function entryProblem(entry: string, index: number, byId: Map<string, DataKey>):
   if (byId.has(id)) return `${place}: the id ${id} is given twice`;
   const key = keyBytes(entry.slice(at + 1).trim());
   if (!key) return `${place}: its key must be 32 bytes in base64 or base64url (\`openssl rand -base64 32\`)`;
-  byId.set(id, { id, key });
+  // Written out (a log line, JSON), a key is its id alone.
+  byId.set(id, { id, key, toJSON: () => ({ id }) } as DataKey);
   return undefined;
 }
 

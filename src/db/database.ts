@@ -2,6 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import type { Logger } from 'pino';
 import type postgres from 'postgres';
+import { RELEASE } from '../release.js';
 import { openBoundedPool } from './bounded-pool.js';
 import * as schema from './schema.js';
 
@@ -66,12 +67,30 @@ export interface DatabaseOptions {
   timeoutMs?: number;
 }
 
+/**
+ * What this release's connections call themselves (`application_name`, seen in
+ * `pg_stat_activity`): the pool's, the health probe's and the LISTEN connection's, each naming the
+ * release, so that a broker can tell another release's connections from its own.
+ */
+export const APPLICATION_NAMES = {
+  pool: `omb-broker/${RELEASE}`,
+  health: `omb-broker-health/${RELEASE}`,
+  listen: `omb-broker-listen/${RELEASE}`,
+} as const;
+
+/** The names the previous release (0.1.0) gave its connections, without its release. */
+export const PREVIOUS_RELEASE_APPLICATION_NAMES = ['omb-broker', 'omb-broker-health', 'omb-broker-listen'] as const;
+
 export function openDatabase(options: DatabaseOptions): Database {
   const log = options.logger.child({ component: 'database' });
   const timeoutMs = options.timeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS;
-  const pool = openBoundedPool(options.url, { size: options.poolSize, timeoutMs, client: clientOptions('omb-broker', timeoutMs) });
+  const pool = openBoundedPool(options.url, {
+    size: options.poolSize,
+    timeoutMs,
+    client: clientOptions(APPLICATION_NAMES.pool, timeoutMs),
+  });
   const healthMs = Math.min(HEALTH_TIMEOUT_MS, timeoutMs);
-  const health = openBoundedPool(options.url, { size: 1, timeoutMs: healthMs, client: clientOptions('omb-broker-health', healthMs) });
+  const health = openBoundedPool(options.url, { size: 1, timeoutMs: healthMs, client: clientOptions(APPLICATION_NAMES.health, healthMs) });
   const sql = pool.sql;
   const db = drizzle(sql, { schema });
   let pinging: Promise<void> | undefined;

@@ -4,6 +4,7 @@ import {
   bigserial,
   boolean,
   check,
+  customType,
   date,
   doublePrecision,
   index,
@@ -20,6 +21,7 @@ import {
 } from 'drizzle-orm/pg-core';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
 
 /** A desktop app or Cloud home registered with the broker. */
 export const installations = pgTable('installations', {
@@ -160,7 +162,16 @@ export const events = pgTable(
     triggerSlug: text('trigger_slug'),
     connectedAccountId: text('connected_account_id'),
     receivedAt: ts('received_at').notNull().defaultNow(),
-    data: jsonb('data').notNull(),
+    /**
+     * The event's data in clear: what the previous release wrote, and what this one writes while
+     * a broker of the previous release is connected (src/events/sealing.ts). Null when sealed.
+     */
+    data: jsonb('data'),
+    /**
+     * The event's data encrypted (src/data-keys/seal.ts): the delivery's own text of `data`, byte
+     * for byte, bound to the installation's Composio user and the event's id. Null when in clear.
+     */
+    sealed: bytea('sealed'),
   },
   (t) => [
     primaryKey({ columns: [t.installationId, t.position, t.receivedAt] }),

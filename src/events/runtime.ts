@@ -1,14 +1,17 @@
 import type { Logger } from 'pino';
+import type { DataKeys } from '../data-keys/keys.js';
 import type { Database } from '../db/database.js';
 import { createIntakeRuntime, type IntakeRuntime } from './intake/runtime.js';
 import { createQueueRuntime, type QueueRuntime } from './queue/runtime.js';
+import { Sealing } from './sealing.js';
 
 /**
  * The per-process machinery behind app events: the queue's (the waiting room for long polls, the
- * one LISTEN connection, the coalescing notifier) and the intake's (ingest's group commit, the
- * webhook outcome counters, the watch on the accepted webhook secrets).
+ * one LISTEN connection, the coalescing notifier), the intake's (ingest's group commit, the
+ * webhook outcome counters, the watch on the accepted webhook secrets), and the sealing of trigger
+ * events' data with the data keys (none without keys: then data is stored and read in clear).
  */
-export type EventsRuntime = QueueRuntime & IntakeRuntime;
+export type EventsRuntime = QueueRuntime & IntakeRuntime & { readonly sealing: Sealing | undefined };
 
 export function createEventsRuntime(options: {
   database: Pick<Database, 'sql' | 'url'>;
@@ -16,7 +19,24 @@ export function createEventsRuntime(options: {
   pollsPerInstallation?: number;
   listenerHeartbeatMs?: number;
   knownInstallations?: number;
+  dataKeys?: DataKeys;
+  /** How often to look for previous-release brokers, and how long none must have been seen (see Sealing). */
+  sealingChecks?: { checkEveryMs: number; settleMs: number };
 }): EventsRuntime {
   const queue = createQueueRuntime(options);
-  return { ...queue, ...createIntakeRuntime(options.database.sql, queue.listener, options.logger) };
+  const sealing =
+    options.dataKeys &&
+    new Sealing(options.dataKeys, options.database.sql, options.logger.child({ component: 'events' }), options.sealingChecks);
+  return {
+    ...queue,
+    ...createIntakeRuntime(options.database.sql, queue.listener, options.logger),
+    sealing,
+    async start() {
+      await Promise.all([queue.start(), sealing?.start()]);
+    },
+    async stop() {
+      sealing?.stop();
+      await queue.stop();
+    },
+  };
 }

@@ -9,6 +9,7 @@ export interface Metrics {
   readonly httpRequestDuration: Histogram<'method' | 'route' | 'status'>;
   readonly webhooks: Counter<'outcome'>;
   readonly eventsQueued: Counter<'type'>;
+  readonly eventsUnreadable: Counter;
   readonly eventsDelivered: Counter;
   readonly composioCalls: Counter<'operation' | 'outcome'>;
   readonly composioCallDuration: Histogram<'operation' | 'outcome'>;
@@ -49,6 +50,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'omb_events_queued_total',
       help: 'Events appended to installation queues, by type.',
       labelNames: ['type'],
+      registers,
+    }),
+    eventsUnreadable: new Counter({
+      name: 'omb_events_unreadable_total',
+      help: 'Events left out of poll answers because their data did not decrypt for their row (a data key missing, or a value copied from another row); each is also logged.',
       registers,
     }),
     eventsDelivered: new Counter({

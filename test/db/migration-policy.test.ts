@@ -39,6 +39,12 @@ let previous: { version: string; commit: string; folder: string };
 let previousCode: Array<{ file: string; code: string }>;
 /** The functions the contract steps of the migrations since the previous release drop. */
 const droppedSincePrevious = new Set<string>();
+/**
+ * The columns whose NOT NULL the migrations since the previous release drop, each marked
+ * `-- loosens: <table>.<column>, <why the previous release never reads a null there>`
+ * (docs/migrations.md): `table.column`.
+ */
+const loosenedSincePrevious = new Set<string>();
 
 beforeAll(async () => {
   const release = await previousRelease();
@@ -51,8 +57,9 @@ beforeAll(async () => {
   const newest = Math.max(...(await readJournal(path.join(folder, 'migrations'))).entries.map((entry) => entry.when));
   const added = (await readJournal(MIGRATIONS_FOLDER)).entries.filter((entry) => entry.when > newest);
   for (const entry of added) {
-    for (const name of contractDrops(await readFile(path.join(MIGRATIONS_FOLDER, `${entry.tag}.sql`), 'utf8')))
-      droppedSincePrevious.add(name);
+    const text = await readFile(path.join(MIGRATIONS_FOLDER, `${entry.tag}.sql`), 'utf8');
+    for (const name of contractDrops(text)) droppedSincePrevious.add(name);
+    for (const [, column] of text.matchAll(/^\s*--\s*loosens:\s*([\w$]+\.[\w$]+),/gm)) loosenedSincePrevious.add(column!);
   }
   previousCode = await Promise.all([
     ...ts.map(async (file) => ({ file, code: withoutTsComments(await readFile(path.join(folder, file), 'utf8')) })),
@@ -289,10 +296,17 @@ function brokenFor(before: Shape, after: Shape): string[] {
   for (const [key, shape] of before.columns) {
     const [, table, column] = key.split('.') as [string, string, string];
     if (namedByPrevious(table).length === 0 || namedByPrevious(column).length === 0) continue;
-    if (!after.columns.has(key)) broken.push(`column ${key} is gone`);
-    else if (after.columns.get(key) !== shape) broken.push(`column ${key}: ${shape} became ${after.columns.get(key)}`);
+    const now = after.columns.get(key);
+    if (now === undefined) broken.push(`column ${key} is gone`);
+    else if (now !== shape && !(loosenedSincePrevious.has(`${table}.${column}`) && now === loosened(shape)))
+      broken.push(`column ${key}: ${shape} became ${now}`);
   }
   return broken;
+}
+
+/** A column's shape (see shapeOf) with its NOT NULL dropped, and nothing else changed. */
+function loosened(shape: string): string {
+  return shape.replace(/ not null /, ' null ');
 }
 
 async function createDatabase(template?: string): Promise<{ name: string; url: string; drop(): Promise<void> }> {

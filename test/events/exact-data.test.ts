@@ -65,13 +65,8 @@ describe('the data an app receives', () => {
 
     const answer = await getEvents(t, owner.auth);
     expect(answer.statusCode).toBe(200);
-    // The numbers as Postgres prints them: the same values, never null or rounded.
-    const big = `1${'0'.repeat(400)}`;
-    expect(answer.body).toContain(`"big": ${big}`);
-    expect(answer.body).toContain(`"tiny": -0.${'0'.repeat(399)}1`);
-    expect(answer.body).toContain('"id": 123456789012345678901234567890');
-    expect(answer.body).toContain('"price": 1.50');
-    expect(answer.body).toContain(`"nested": {"__proto__": [${big}]}`);
+    // The delivery's own text, byte for byte: numbers, key order and spacing as written.
+    expect(answer.body).toContain(`"data":${data}}`);
     const [event] = answer.json<{ events: { data: Record<string, unknown> }[] }>().events;
     // JSON.parse keeps `__proto__` as an own key, as the app's parser would.
     expect(Object.getOwnPropertyDescriptor(event!.data, '__proto__')?.value).toEqual({ x: 1 });
@@ -89,7 +84,7 @@ describe('the data an app receives', () => {
     const answers = await Promise.all(deliveries.map((d) => post(t, d)));
     expect(answers.map((a) => a.json())).toEqual(deliveries.map(() => ({ outcome: 'accepted' })));
     const body = (await getEvents(t, owner.auth, { limit: 100 })).body;
-    expect(body.split(`"big": 1${'0'.repeat(400)}`)).toHaveLength(9);
+    for (let i = 0; i < 8; i++) expect(body).toContain(`"data":{"n":${i},"big":1e400}}`);
   });
 });
 

@@ -9,6 +9,7 @@ import { createEventsRuntime, type EventsRuntime } from '../../src/events/runtim
 import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { createLogger } from '../../src/logger.js';
 import { buildTestApp, type TestApp } from '../support/app.js';
+import { testDataKeys } from '../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -218,7 +219,7 @@ export interface EventsTestApp extends TestApp {
  */
 export async function buildEventsApp(env: Env = {}, options: { database?: TestDatabase } = {}): Promise<EventsTestApp> {
   const database = options.database ?? (await createTestDatabase());
-  const events = createEventsRuntime({ database, logger: createLogger('silent') });
+  const events = createEventsRuntime({ database, logger: createLogger('silent'), dataKeys: testDataKeys() });
   const t = await buildTestApp({ ...BROKER_ENV, ...env }, { database, events });
   return {
     ...t,

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { CLOSE_MARGIN_MS } from '../../src/shutdown.js';
+import { TEST_DATA_KEYS } from '../support/data-keys.js';
 import { SHIPPED_NGINX_CONF } from '../support/nginx.js';
 
 /**
@@ -85,7 +86,12 @@ function duration(text: string): number {
   return (Number(match[1] ?? 0) * 60 + Number(match[2] ?? 0)) * 1000;
 }
 
-const PRODUCTION = { POSTGRES_PASSWORD: 'pw', COMPOSIO_API_KEY: 'ak_live', COMPOSIO_WEBHOOK_SECRET: 'whsec' };
+const PRODUCTION = {
+  POSTGRES_PASSWORD: 'pw',
+  COMPOSIO_API_KEY: 'ak_live',
+  COMPOSIO_WEBHOOK_SECRET: 'whsec',
+  DATA_ENCRYPTION_KEYS: TEST_DATA_KEYS,
+};
 
 describe('docker/compose.yml', () => {
   it('starts production brokers that the broker’s own configuration accepts', async () => {
@@ -97,8 +103,14 @@ describe('docker/compose.yml', () => {
     expect(broker.deploy?.replicas).toBeGreaterThan(1);
   });
 
+  it('requires the data keys: compose refuses to start the brokers without DATA_ENCRYPTION_KEYS', async () => {
+    await expect(compose(['docker/compose.yml'], { ...PRODUCTION, DATA_ENCRYPTION_KEYS: '' })).rejects.toThrow(
+      /compose refuses: DATA_ENCRYPTION_KEYS: set DATA_ENCRYPTION_KEYS/,
+    );
+  });
+
   it('requires the Composio key in production: the broker refuses to start without it', async () => {
-    const file = await compose(['docker/compose.yml'], { POSTGRES_PASSWORD: 'pw' });
+    const file = await compose(['docker/compose.yml'], { POSTGRES_PASSWORD: 'pw', DATA_ENCRYPTION_KEYS: TEST_DATA_KEYS });
     const env = { ...(await imageEnv()), ...file.services.broker!.environment };
     expect(env.NODE_ENV).toBe('production');
     expect(() => loadConfig(env)).toThrow(ConfigError);
@@ -106,7 +118,10 @@ describe('docker/compose.yml', () => {
   });
 
   it('starts in sandbox mode without a key, with the simulator published to the host', async () => {
-    const file = await compose(['docker/compose.yml', 'docker/compose.sandbox.yml'], { POSTGRES_PASSWORD: 'pw' });
+    const file = await compose(['docker/compose.yml', 'docker/compose.sandbox.yml'], {
+      POSTGRES_PASSWORD: 'pw',
+      DATA_ENCRYPTION_KEYS: TEST_DATA_KEYS,
+    });
     const broker = file.services.broker!;
     const config = loadConfig({ ...(await imageEnv()), ...broker.environment });
     expect(config.composio.apiKey).toBeUndefined();

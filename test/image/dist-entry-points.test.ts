@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dataFolderParent } from '../support/data-folder.js';
+import { TEST_DATA_KEYS } from '../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -68,9 +69,17 @@ function unprivileged(args: string[]): [string, string[]] {
   return ['setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, ...args]];
 }
 
-/** The image's environment: production, listening on loopback here, nothing else inherited. */
+/** The image's environment: production (with its data keys), listening on loopback here, nothing else inherited. */
 function imageEnv(env: Record<string, string>): Record<string, string> {
-  return { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/tmp', NODE_ENV: 'production', HOST: '127.0.0.1', PORT: '0', ...env };
+  return {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: '/tmp',
+    NODE_ENV: 'production',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_ENCRYPTION_KEYS: TEST_DATA_KEYS,
+    ...env,
+  };
 }
 
 async function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -195,5 +204,11 @@ describe('the built entry points, run as the image runs them', () => {
     expect(await exitWithin(broker, 20_000)).toBe(78);
     expect(broker.output()).toMatch(/COMPOSIO_API_KEY: required in production/);
     expect(broker.output()).toMatch(/SANDBOX=true/);
+  });
+
+  it('refuses to start in production without DATA_ENCRYPTION_KEYS, naming it', async () => {
+    const broker = startMain({ DATABASE_URL: database.url, SANDBOX: 'true', DATA_ENCRYPTION_KEYS: '' });
+    expect(await exitWithin(broker, 20_000)).toBe(78);
+    expect(broker.output()).toMatch(/DATA_ENCRYPTION_KEYS: required in production/);
   });
 });

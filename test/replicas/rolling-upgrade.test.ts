@@ -146,6 +146,14 @@ async function removedFunctionFiles(): Promise<string[]> {
   return (await names(path.join(checkout.dir, 'migrations/functions'))).filter((name) => !kept.has(name)).sort();
 }
 
+/** The function files this release added: the previous release does not have them, and forgets their ledger rows at its start. */
+async function addedFunctionFiles(): Promise<string[]> {
+  const names = async (folder: string) =>
+    (await readdir(folder)).filter((file) => file.endsWith('.sql')).map((file) => path.basename(file, '.sql'));
+  const theirs = new Set(await names(path.join(checkout.dir, 'migrations/functions')));
+  return (await names(FUNCTIONS_FOLDER)).filter((name) => !theirs.has(name)).sort();
+}
+
 /** The functions and ledger rows of all but `names`. */
 function leavingOut(definitions: FunctionDefinitions, names: readonly string[]): FunctionDefinitions {
   return {
@@ -372,15 +380,20 @@ describe('a rolling upgrade from the previous release to this one', () => {
     ).toEqual([]);
     expect(functionFilesApplied(previousAgain), 'the function files the previous release applied again').toBe(removed.length);
     expect([...new Set(afterItsStart.functions.map((f) => f.name))].filter((name) => removed.includes(name))).toEqual(removed);
-    expect(leavingOut(afterItsStart, removed), "every other function after the previous release started on this one's database").toEqual(
-      migrated,
-    );
+    // The functions this release added stay as they were; the previous release, which does not
+    // have their files, forgets their ledger rows (0.1.0 has no guard, see src/db/functions.ts).
+    const added = await addedFunctionFiles();
+    expect(leavingOut(afterItsStart, removed), "every other function after the previous release started on this one's database").toEqual({
+      functions: migrated.functions,
+      ledger: migrated.ledger.filter((row) => !added.includes(row.functionName)),
+    });
     expect(await functionDefinitions(), 'the functions at the end').toEqual(afterItsStart);
 
     // This release starts again after it: it forgets the ledger rows of the files it removed (the
-    // functions the previous release put back stay, called by nobody) and applies nothing.
+    // functions the previous release put back stay, called by nobody) and applies again only the
+    // files it added, whose rows the previous release forgot (their text is what Postgres holds).
     const headAgain = await start('head');
-    expect(functionFilesApplied(headAgain)).toBe(0);
+    expect(functionFilesApplied(headAgain)).toBe(added.length);
     expect(await headAgain.stop('SIGTERM')).toBe(0);
     const afterHeadAgain = await functionDefinitions();
     expect(afterHeadAgain.ledger, 'the ledger after this release started again').toEqual(migrated.ledger);

@@ -7,6 +7,7 @@ import { type Config, type Env, loadConfig } from '../../src/config.js';
 import type { EventsRuntime } from '../../src/events/runtime.js';
 import { createLogger } from '../../src/logger.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
+import { TEST_DATA_KEYS } from './data-keys.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { checkAnswers } from './openapi-check.js';
 
@@ -65,7 +66,7 @@ export async function buildTestApp(env: Env = {}, options: TestAppOptions = {}):
   // Limits count in the database, shared by every app on it (as by every broker process): apps
   // sharing a test file's database would otherwise spend one registration allowance between
   // them. Tests of the registration limit set their own (and use an address of their own).
-  const config = loadConfig({ LOG_LEVEL: 'info', REGISTRATIONS_PER_MINUTE: '100000', ...env });
+  const config = loadConfig({ LOG_LEVEL: 'info', REGISTRATIONS_PER_MINUTE: '100000', DATA_ENCRYPTION_KEYS: TEST_DATA_KEYS, ...env });
   const logs = new LogCapture();
   const clock = new TestClock();
   const logger = createLogger(config.logLevel, logs);

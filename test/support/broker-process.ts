@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
+import { TEST_DATA_KEYS } from './data-keys.js';
 import { BUILD_RESULT } from './global-build.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -43,7 +44,14 @@ export async function startBroker(env: Record<string, string>, options: StartOpt
       : [process.execPath, options.via === 'tsx' ? fromSource('main') : options.cwd ? ['dist/main.js'] : await nodeArguments('main')];
   const child = spawn(command, args, {
     cwd: options.cwd ?? ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', LOG_LEVEL: 'info', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      DATA_ENCRYPTION_KEYS: TEST_DATA_KEYS,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -7,6 +7,7 @@ import { finished, pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { createGunzip, createGzip } from 'node:zlib';
 import postgres from 'postgres';
+import { KEY_FILE } from '../../data-keys/keys.js';
 import { RELEASE } from '../../release.js';
 import { END, header, padding, readTar, type TarEntry, writeTo } from './tar.js';
 
@@ -26,7 +27,7 @@ import { END, header, padding, readTar, type TarEntry, writeTo } from './tar.js'
  *
  * Restored, Postgres finds the label at its first start and replays the WAL: the database is as
  * it was when the backup ended, everything committed before the backup began included.
- * Left out: the broker's folder lock (`broker.pid`), Postgres's runtime files, and what
+ * Left out: the broker's folder lock (`broker.pid`), the data key file (`data-keys`), Postgres's runtime files, and what
  * pg_basebackup leaves out too (the contents of pg_replslot, pg_dynshmem, pg_notify, pg_serial,
  * pg_snapshots, pg_stat_tmp, pg_subtrans; temporary files).
  */
@@ -35,8 +36,11 @@ const MARKER = 'omb-backup.json';
 const END_MARKER = 'omb-backup-end.json';
 const FORMAT = 1;
 
-/** The broker's own files in DATA_DIR that are not data: its lock. */
-const FOLDER_EXCLUDED = new Set(['broker.pid']);
+/**
+ * The broker's own files in DATA_DIR left out: its lock, and the data key file, without which the
+ * events' data in the backup cannot be read (a backup must not carry its own key; kept apart).
+ */
+const FOLDER_EXCLUDED = new Set(['broker.pid', KEY_FILE]);
 /** Postgres's files that a copy leaves out (see above), by their path under `postgres/`. */
 const SERVER_EXCLUDED_FILES = new Set([
   'postmaster.pid',

@@ -27,6 +27,11 @@ export interface TriggerMessageInput {
   /** Kept events a day on each plan; the database applies the plan rule itself. */
   readonly quotaStandard: number;
   readonly quotaPaid: number;
+  /**
+   * The data sealed (base64, src/events/sealing.ts): stored instead of the clear `data`, which the
+   * database still reads from `payloadJson` for the trigger's filter. Absent: stored in clear.
+   */
+  readonly sealed?: string;
 }
 
 export interface TriggerMessageRow {
@@ -122,9 +127,12 @@ export class IngestBatcher {
 
   private async call(inputs: TriggerMessageInput[]): Promise<TriggerMessageRow[]> {
     // Sent as text and cast by Postgres, so it does not matter how this client serialises jsonb.
-    const rows = await this.ingest<
-      (TriggerMessageRow & { ordinal: number })[]
-    >`omb_ingest_trigger_batch(${messagesJson(inputs)}::text::jsonb)`;
+    type Row = TriggerMessageRow & { ordinal: number };
+    const messages = messagesJson(inputs);
+    // With sealed data, it is set aside first, in the same statement (omb_stash_sealed.sql).
+    const rows = inputs.some((input) => input.sealed !== undefined)
+      ? await this.ingest<Row[]>`omb_ingest_trigger_batch(omb_stash_sealed(${messages}::text::jsonb))`
+      : await this.ingest<Row[]>`omb_ingest_trigger_batch(${messages}::text::jsonb)`;
     if (rows.length !== inputs.length) {
       throw new Error(`omb_ingest_trigger_batch answered ${rows.length} rows for ${inputs.length} messages`);
     }
@@ -142,7 +150,8 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
         `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
         `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
-        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":${m.payloadJson}}`,
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},` +
+        `${m.sealed === undefined ? '' : `"sealed":"${m.sealed}",`}"payload":${m.payloadJson}}`,
     )
     .join(',')}]`;
 }

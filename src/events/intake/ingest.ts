@@ -6,6 +6,7 @@ import { quotaDay } from '../../plans/plan.js';
 import { quotaExceededEventId } from '../broker-events.js';
 import type { QueuedEventType } from '../event.js';
 import { announcingQueued, type EventNotifier } from '../queue/notifier.js';
+import type { Sealing } from '../sealing.js';
 import type { IngestBatcher } from './ingest-batcher.js';
 import type { WebhookOutcome } from './outcomes.js';
 
@@ -15,6 +16,8 @@ export interface IngestDeps {
   readonly batcher: IngestBatcher;
   /** Told of every event queued, once committed: wakes the installation's polls here and counts it. */
   readonly notifier: Pick<EventNotifier, 'queued'>;
+  /** Seals trigger events' data when it may (absent: stored in clear). */
+  readonly sealing?: Pick<Sealing, 'sealFor'>;
 }
 
 export interface IngestResult {
@@ -88,12 +91,14 @@ async function ingestTriggerMessage(
   // As the app would read it back: a few bytes of exponents can print as megabytes of digits.
   if (writtenOutLength(message.payloadJson) > STORED_PAYLOAD_LIMIT) return { outcome: 'unstorable', installationId: null, queued: null };
   const { day, resetsAt } = quotaDay(message.receivedAt);
+  // jsonb refuses NUL; such ids match nothing and end as unknown triggers.
+  const userId = message.userId.replaceAll('\u0000', '\uFFFD');
+  const sealed = deps.sealing?.sealFor(userId, message.eventId, message.payloadJson);
   try {
     const row = await deps.batcher.write({
       eventId: message.eventId,
-      // jsonb refuses NUL; such ids match nothing and end as unknown triggers.
       triggerId: message.composioTriggerId.replaceAll('\u0000', '\uFFFD'),
-      userId: message.userId.replaceAll('\u0000', '\uFFFD'),
+      userId,
       payloadJson: storableJsonText(message.payloadJson),
       receivedAt: message.receivedAt.toISOString(),
       day,
@@ -101,6 +106,7 @@ async function ingestTriggerMessage(
       quotaEventId: quotaExceededEventId(day),
       quotaStandard: deps.quotas.standard,
       quotaPaid: deps.quotas.paid,
+      ...(sealed === undefined ? {} : { sealed }),
     });
     return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
   } catch (error) {

@@ -10,6 +10,7 @@ import { excessiveNesting, utf8Text } from '../../http/json-limits.js';
 import type { Quotas } from '../../plans/plan.js';
 import { BROKER_EVENT_ID_PREFIX } from '../broker-events.js';
 import type { QueueRuntime } from '../queue/runtime.js';
+import type { Sealing } from '../sealing.js';
 import { FailureLimiter } from './failure-limiter.js';
 import { type IngestDeps, ingestWebhookEvent } from './ingest.js';
 import type { WebhookOutcome, WebhookOutcomeCounter } from './outcomes.js';
@@ -45,7 +46,7 @@ export function createWebhookReceiver(options: {
   database: Database;
   clock: Clock;
   quotas: Quotas;
-  events: IntakeRuntime & Pick<QueueRuntime, 'notifier'>;
+  events: IntakeRuntime & Pick<QueueRuntime, 'notifier'> & { readonly sealing?: Sealing | undefined };
   /** `COMPOSIO_WEBHOOK_SECRET`: accepted besides the stored ones (webhook-secrets.ts). */
   secrets: readonly string[];
   badWebhooksPerMinute: number;
@@ -61,7 +62,13 @@ export function createWebhookReceiver(options: {
     book,
     limiter: new FailureLimiter(options.counters, options.badWebhooksPerMinute, 60_000, () => clock.now().getTime()),
     outcomes: events.outcomes,
-    ingest: { database: options.database, quotas: options.quotas, batcher: events.batcher, notifier: events.notifier },
+    ingest: {
+      database: options.database,
+      quotas: options.quotas,
+      batcher: events.batcher,
+      notifier: events.notifier,
+      ...(events.sealing ? { sealing: events.sealing } : {}),
+    },
     async start() {
       stopWatching = events.onWebhookSecretsChanged(() => void book.reload());
       await book.start();

@@ -4,6 +4,7 @@ import { unauthorized } from '../../errors.js';
 import { isDatabaseUnavailable } from '../../http/errors.js';
 import { installationDisabled } from '../../installations/disable.js';
 import type { QueuedEvent } from '../event.js';
+import type { Sealing } from '../sealing.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { EventHub, Sleeper, Wait, WakeReason } from './hub.js';
 import type { QueueKnowledge } from './knowledge.js';
@@ -26,6 +27,8 @@ export interface PollDeps {
   readonly hub: EventHub;
   /** What this process knows of the queues: a poll it says has nothing to read waits, and ends, without reading. */
   readonly knowledge?: QueueKnowledge;
+  /** Opens sealed events' data (absent: this process has no data keys). */
+  readonly sealing?: Pick<Sealing, 'open'>;
 }
 
 export interface PollRequest {
@@ -296,7 +299,7 @@ function readOnce(deps: PollDeps, installationId: string, after: number | null, 
   if (!read) {
     const { knowledge } = deps;
     const ticket = knowledge?.ticket(installationId) ?? null;
-    read = readQueue(deps.sql, installationId, { after, limit })
+    read = readQueue(deps.sql, installationId, { after, limit }, deps.sealing)
       .then((slice) => {
         // Read without a position, the read started after the acknowledged one.
         if (slice) knowledge?.learn(installationId, ticket, { head: slice.last, ...(after === null ? { acked: slice.start } : {}) });

@@ -1,6 +1,7 @@
 import type { Sql } from '../../db/database.js';
 import { badRequest } from '../../errors.js';
 import { eventOfRow, type QueuedEvent, type QueueRow } from '../event.js';
+import type { Sealing } from '../sealing.js';
 
 /** A run of an installation's queue after some position. */
 export interface QueueSlice {
@@ -41,11 +42,12 @@ export async function readQueue(
   sql: Sql,
   installationId: string,
   options: { after: number | null; limit: number },
+  sealing?: Pick<Sealing, 'open'>,
 ): Promise<QueueSlice | null> {
-  const recent = await readSlice(sql, installationId, options, true);
+  const recent = await readSlice(sql, installationId, options, true, sealing);
   if (!recent) return null;
   if (recent.whole) return recent.slice;
-  return (await readSlice(sql, installationId, options, false))?.slice ?? null;
+  return (await readSlice(sql, installationId, options, false, sealing))?.slice ?? null;
 }
 
 async function readSlice(
@@ -53,12 +55,22 @@ async function readSlice(
   installationId: string,
   options: { after: number | null; limit: number },
   recentDaysOnly: boolean,
+  sealing: Pick<Sealing, 'open'> | undefined,
 ): Promise<{ slice: QueueSlice; whole: boolean } | null> {
   // `data` as text: the answer carries it as Postgres wrote it (see QueuedEvent.dataJson).
-  const rows = await sql<QueueRow[]>`
-    select after, last, "position", id, type, trigger_id, automation_id, toolkit, trigger_slug, connected_account_id, received_at,
-           data::text as data
-      from omb_read_queue(${installationId}::uuid, ${options.after}::bigint, ${options.limit}::int, ${recentDaysOnly}::boolean)`;
+  // A sealed event's data is null in the read: its sealed bytes, and the Composio user they are
+  // bound to, are looked up by the row's key (an index probe into one day's partition).
+  const rows = await sql<(QueueRow & { sealed: Buffer | null; composio_user_id: string | null })[]>`
+    select q.after, q.last, q."position", q.id, q.type, q.trigger_id, q.automation_id, q.toolkit, q.trigger_slug,
+           q.connected_account_id, q.received_at, q.data::text as data, s.sealed, s.composio_user_id
+      from omb_read_queue(${installationId}::uuid, ${options.after}::bigint, ${options.limit}::int, ${recentDaysOnly}::boolean) q
+      left join lateral (
+        select e.sealed, i.composio_user_id
+          from events e join installations i on i.id = e.installation_id
+         where q.data is null and e.installation_id = ${installationId}::uuid and e."position" = q."position"
+           and e.received_at = q.received_at
+      ) s on true
+     order by q."position"`;
   const first = rows[0];
   if (!first) return null;
   const after = Number(first.after);
@@ -71,6 +83,18 @@ async function readSlice(
     const position = Number(row.position);
     if (position !== through + 1) gap = true;
     through = position;
+    if (row.data === null) {
+      // Sealed: opened, or, when it does not open, left out (and reported) as if acknowledged.
+      const data =
+        row.sealed && row.composio_user_id && sealing
+          ? sealing.open(row.sealed, { installationId, composioUserId: row.composio_user_id, eventId: row.id!, position })
+          : undefined;
+      if (data === undefined) {
+        if (!sealing) throw new Error(`event ${row.id} of installation ${installationId} is sealed, and this process has no data keys`);
+        continue;
+      }
+      row.data = data;
+    }
     events.push(eventOfRow(row));
   }
   // Nothing served although the queue goes further: everything after `after` is gone.

@@ -10,6 +10,7 @@ import { empty, installationToken, json, refusal, refusals } from '../../http/re
 import type { InstallationDirectory } from '../../installations/directory.js';
 import { installationRoute } from '../../installations/guard.js';
 import { EventSchema, eventJson } from '../event.js';
+import type { Sealing } from '../sealing.js';
 import { decodeCursor } from './cursor.js';
 import { acknowledgeUpTo, type PollAnswer, pollEvents } from './poll.js';
 import type { QueueRuntime } from './runtime.js';
@@ -18,7 +19,7 @@ export interface EventRoutesDeps {
   database: Database;
   /** Who each token is (the token check of every route here). */
   installations: Pick<InstallationDirectory, 'known' | 'authenticate'>;
-  events: QueueRuntime;
+  events: QueueRuntime & { readonly sealing?: Sealing | undefined };
   /** The longest a poll may wait (`POLL_MAX_WAIT_SECONDS`), whatever it asks for. */
   pollMaxWaitSeconds: number;
   /** Polls (and, counted apart, acknowledgements) per installation per minute in this process (`EVENT_REQUESTS_PER_MINUTE`). */
@@ -117,7 +118,7 @@ export async function eventRoutes(server: FastifyInstance, deps: EventRoutesDeps
   const message = 'too many event requests for this installation';
   const polls = installationRoute(deps.installations, { limit: perProcessLimit(deps.requestsPerMinute, message) });
   const acks = installationRoute(deps.installations, { limit: perProcessLimit(deps.requestsPerMinute, message) });
-  const pollDeps = { sql, hub: events.hub, knowledge: events.knowledge };
+  const pollDeps = { sql, hub: events.hub, knowledge: events.knowledge, ...(events.sealing ? { sealing: events.sealing } : {}) };
   // Not an async function, and answered through `reply.send`: a held poll is the poll's object,
   // its timer and the two callbacks here, with no promise or suspended frame around them.
   app.get('/v1/events', { ...polls, schema: poll, config }, (request, reply) => {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import postgres from 'postgres';
 import { DEFAULT_POLLS_PER_INSTALLATION } from '../../config.js';
-import type { Database, Sql } from '../../db/database.js';
+import { APPLICATION_NAMES, type Database, type Sql } from '../../db/database.js';
 import { INSTALLATION_REMOVED_CHANNEL } from '../../installations/deletion.js';
 import { InstallationDirectory } from '../../installations/directory.js';
 import { INSTALLATION_DISABLED_CHANNEL } from '../../installations/disable.js';
@@ -50,7 +50,7 @@ export function createQueueRuntime(options: {
       ...listening,
       onnotice: () => {},
       connect_timeout: 10,
-      connection: { application_name: 'omb-broker-listen' },
+      connection: { application_name: APPLICATION_NAMES.listen },
     });
   const listener = new NotificationListener(sql, listenClient, log, options.listenerHeartbeatMs);
   const knowledge = new QueueKnowledge(listener, options.knownInstallations);

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { KEY_FILE } from '../../data-keys/keys.js';
 import { backupDataFolder, RestoreRefused, restoreDataFolder } from '../../db/backup/backup.js';
 import { type CliIo, type Command, CommandFailed, cliConfig, UsageError } from './command.js';
 import { cliLogger, withEmbeddedServer } from './database.js';
@@ -37,6 +38,12 @@ Restore it with \`npm run cli -- restore <file>\` into an empty DATA_DIR.`,
       `backup written to ${file}: ${summary.files} files, ${megabytes(summary.bytes)} MB before compression (WAL ${summary.startLsn} to ${summary.stopLsn})\n`,
     );
     io.err(`${KEEP}\n`);
+    const keys = path.join(path.resolve(config.dataDir), KEY_FILE);
+    if (existsSync(keys)) {
+      io.err(
+        `The data key file ${keys} is not in the backup: keep a copy apart from it; the events’ data in the backup cannot be read without it.\n`,
+      );
+    }
     return 0;
   },
 };

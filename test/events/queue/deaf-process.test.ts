@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { APPLICATION_NAMES } from '../../../src/db/database.js';
 import { register } from '../../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { until } from '../../support/http.js';
@@ -57,7 +58,7 @@ describe('a process that cannot hear the others', () => {
     await Promise.all(Array.from({ length: 8 }, () => database.sql`select pg_sleep(0.05)`));
     await admin.unsafe(`alter database ${database.name} allow_connections false`);
     await database.sql`select pg_terminate_backend(pid) from pg_stat_activity
-                        where datname = current_database() and application_name = 'omb-broker-listen'`;
+                        where datname = current_database() and application_name = ${APPLICATION_NAMES.listen}`;
     await until(() => t.events.listener.epoch === null && other.events.listener.epoch === null, 5_000, 'both deaf');
 
     // What `t` cannot hear: another process appends to two queues and an installation is removed.

@@ -30,10 +30,14 @@ function startPoll(hub: EventHub, installationId: string, waitMs = 20_000) {
   });
   let calls = 0;
   const started = performance.now();
-  const held = pollEvents({ sql: counted.sql, hub }, { installationId, cursor: undefined, limit: 10, waitMs }, (error, result) => {
-    calls++;
-    settle({ error, result });
-  });
+  const held = pollEvents(
+    { sql: counted.sql, hub, sealing: t.events.sealing! },
+    { installationId, cursor: undefined, limit: 10, waitMs },
+    (error, result) => {
+      calls++;
+      settle({ error, result });
+    },
+  );
   return { held, outcome, elapsed: () => performance.now() - started, calls: () => calls };
 }
 
@@ -172,8 +176,10 @@ describe('a long poll', () => {
     const outcome = new Promise<{ error: Error | null; result?: PollResult }>((resolve) => {
       settle = resolve;
     });
-    pollEvents({ sql: flaky, hub }, { installationId, cursor: undefined, limit: 10, waitMs: 20_000 }, (error, result) =>
-      settle({ error, result }),
+    pollEvents(
+      { sql: flaky, hub, sealing: t.events.sealing! },
+      { installationId, cursor: undefined, limit: 10, waitMs: 20_000 },
+      (error, result) => settle({ error, result }),
     );
     await until(() => hub.size === 1);
     down = true;
@@ -195,7 +201,11 @@ describe('a long poll', () => {
       },
     }) as typeof t.database.sql;
     const failed = await new Promise<Error | null>((resolve) =>
-      pollEvents({ sql: refusing, hub }, { installationId, cursor: undefined, limit: 10, waitMs: 20_000 }, (error) => resolve(error)),
+      pollEvents(
+        { sql: refusing, hub, sealing: t.events.sealing! },
+        { installationId, cursor: undefined, limit: 10, waitMs: 20_000 },
+        (error) => resolve(error),
+      ),
     );
     expect((failed as Error & { code?: string }).code).toBe('ECONNREFUSED');
     expect(hub.size).toBe(0);

@@ -1,0 +1,140 @@
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PREVIOUS_RELEASE_APPLICATION_NAMES } from '../../src/db/database.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { buildTestApp, register, type TestApp } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { BROKER_ENV, buildEventsApp, type EventsTestApp, getEvents, insertTrigger, post, signed, triggerMessage } from './helpers.js';
+
+/**
+ * Trigger events' data is stored encrypted (src/events/sealing.ts): no table holds its text, a
+ * poll hands back the delivery's own text of `data` byte for byte, and a sealed value moved into
+ * another installation's row never opens there. While a broker of the previous release is
+ * connected, data is stored in clear, as that release reads it.
+ */
+
+const MARKER = 'private-mail-text-7c1e';
+
+/** A trigger message whose `data` is the JSON text `dataText`, written by hand (spacing and key order kept). */
+function messageWithData(trigger: Parameters<typeof triggerMessage>[0], dataText: string): string {
+  return JSON.stringify(triggerMessage(trigger, { PLACEHOLDER: true })).replace('{"PLACEHOLDER":true}', dataText);
+}
+
+/** Every row of every table of the database as text, as `pg_dump` writes the data: what a dump would hold. */
+async function dumpText(database: Pick<TestDatabase, 'sql'>): Promise<string> {
+  const tables = await database.sql<{ name: string }[]>`
+    select format('%I.%I', schemaname, tablename) as name from pg_tables where schemaname not in ('pg_catalog', 'information_schema')`;
+  let text = '';
+  for (const { name } of tables) {
+    const rows = await database.sql.unsafe(`select t::text as row from ${name} t`);
+    text += rows.map((r) => String(r.row)).join('\n');
+  }
+  return text;
+}
+
+function occurrences(text: string, needle: string): number {
+  return text.split(needle).length - 1;
+}
+
+describe('trigger events’ data at rest', () => {
+  // The app makes its own events runtime, logging where the test reads.
+  let t: TestApp;
+  const metrics = createMetrics({ defaultMetrics: false });
+  const unreadable = async () => (await metrics.eventsUnreadable.get()).values[0]?.value ?? 0;
+  beforeAll(async () => {
+    t = await buildTestApp(BROKER_ENV, { metrics });
+  });
+  afterAll(() => t.close());
+
+  it('is sealed in the table, and handed back byte for byte as sent', async () => {
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    const dataText = `{ "subject" : "${MARKER}",  "amount":1.50, "id": 123456789012345678901234567890, "z":{}, "a" : [ ] }`;
+    const webhook = signed(messageWithData(trigger, dataText), { at: t.clock.now() });
+    expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
+
+    const [row] = await t.database.sql<{ data: unknown; sealed: Buffer | null }[]>`
+      select data, sealed from events where installation_id = ${owner.installationId} and id = ${webhook.id}`;
+    expect(row!.data).toBeNull();
+    expect(row!.sealed).toBeInstanceOf(Buffer);
+    expect(row!.sealed!.includes(Buffer.from(MARKER))).toBe(false);
+
+    const answer = await getEvents(t, owner.auth);
+    expect(answer.statusCode).toBe(200);
+    expect(answer.body).toContain(`"data":${dataText}}`);
+  });
+
+  it('leaves no event text in what a dump of the database holds', async () => {
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    for (let n = 0; n < 5; n++) {
+      const webhook = signed(messageWithData(trigger, `{"body":"${MARKER} ${n}"}`), { at: t.clock.now() });
+      expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
+    }
+    expect(occurrences(await dumpText(t.database), MARKER)).toBe(0);
+  });
+
+  it('never opens in another installation’s row: the poll answers the others, logs and counts it', async () => {
+    const a = await register(t.app);
+    const b = await register(t.app);
+    const [ta, tb] = await Promise.all([insertTrigger(t.database, a.installationId), insertTrigger(t.database, b.installationId)]);
+    const fromA = signed(messageWithData(ta, `{"for":"a"}`), { at: t.clock.now() });
+    const firstOfB = signed(messageWithData(tb, `{"for":"b","n":1}`), { at: t.clock.now() });
+    const secondOfB = signed(messageWithData(tb, `{"for":"b","n":2}`), { at: t.clock.now() });
+    for (const webhook of [fromA, firstOfB, secondOfB]) expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
+
+    // Someone with the database's keys to the rows, not to the data keys, moves A's event into B's first.
+    await t.database.sql`
+      update events set sealed = (select sealed from events where installation_id = ${a.installationId} and id = ${fromA.id})
+       where installation_id = ${b.installationId} and id = ${firstOfB.id}`;
+    const before = await unreadable();
+
+    const answer = await getEvents(t, b.auth);
+    expect(answer.statusCode).toBe(200);
+    const batch = answer.json<{ events: Array<{ id: string; data: unknown }> }>();
+    expect(batch.events.map((e) => e.id)).toEqual([secondOfB.id]);
+    expect(batch.events[0]!.data).toEqual({ for: 'b', n: 2 });
+    expect(answer.body).not.toContain('"for":"a"');
+
+    const line = t.logs.lines.find((l) => l.includes('does not decrypt for its row'));
+    expect(line).toContain(firstOfB.id);
+    expect(line).toContain(b.installationId);
+    expect(await unreadable()).toBe(before + 1);
+    // A's own event still opens in A's row.
+    expect((await getEvents(t, a.auth)).json<{ events: Array<{ data: unknown }> }>().events[0]!.data).toEqual({ for: 'a' });
+  });
+});
+
+describe('beside a broker of the previous release', () => {
+  let database: TestDatabase;
+  let previous: postgres.Sql;
+  let t: EventsTestApp;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    // What a 0.1.0 broker's LISTEN connection calls itself.
+    previous = postgres(database.url, { max: 1, connection: { application_name: PREVIOUS_RELEASE_APPLICATION_NAMES[2] } });
+    await previous`select 1`;
+    t = await buildEventsApp({}, { database });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await previous?.end();
+    await database?.drop();
+  });
+
+  it('stores data in clear, as that release reads it, and serves it', async () => {
+    const owner = await register(t.app);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    const webhook = signed(messageWithData(trigger, '{"n":1}'), { at: t.clock.now() });
+    expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
+    const [row] = await database.sql<{ data: unknown; sealed: Buffer | null }[]>`
+      select data, sealed from events where id = ${webhook.id}`;
+    expect(row).toEqual({ data: { n: 1 }, sealed: null });
+    expect((await getEvents(t, owner.auth)).json<{ events: Array<{ data: unknown }> }>().events[0]!.data).toEqual({ n: 1 });
+    // As jsonb holds it: what it cannot (NUL) becomes U+FFFD, as it did before encryption.
+    const nul = signed(messageWithData(trigger, '{"text":"a\\u0000b"}'), { at: t.clock.now() });
+    expect((await post(t, nul)).json()).toEqual({ outcome: 'accepted' });
+    const [stored] = await database.sql<{ data: unknown }[]>`select data from events where id = ${nul.id}`;
+    expect(stored!.data).toEqual({ text: 'a\uFFFDb' });
+  });
+});
