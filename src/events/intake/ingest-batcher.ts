@@ -130,9 +130,12 @@ export class IngestBatcher {
     type Row = TriggerMessageRow & { ordinal: number };
     const messages = messagesJson(inputs);
     // With sealed data, it is set aside first, in the same statement (omb_stash_sealed.sql).
-    const rows = inputs.some((input) => input.sealed !== undefined)
-      ? await this.ingest<Row[]>`omb_ingest_trigger_batch(omb_stash_sealed(${messages}::text::jsonb))`
-      : await this.ingest<Row[]>`omb_ingest_trigger_batch(${messages}::text::jsonb)`;
+    const sealed = inputs.filter((input) => input.sealed !== undefined);
+    const rows =
+      sealed.length > 0
+        ? await this.ingest<Row[]>`omb_ingest_trigger_batch(omb_stash_sealed(${messages}::text::jsonb,
+            ${sealed.map((m) => m.userId)}::text[], ${sealed.map((m) => m.eventId)}::text[], ${sealed.map((m) => m.sealed!)}::text[]))`
+        : await this.ingest<Row[]>`omb_ingest_trigger_batch(${messages}::text::jsonb)`;
     if (rows.length !== inputs.length) {
       throw new Error(`omb_ingest_trigger_batch answered ${rows.length} rows for ${inputs.length} messages`);
     }
@@ -150,8 +153,7 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
         `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
         `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
-        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},` +
-        `${m.sealed === undefined ? '' : `"sealed":"${m.sealed}",`}"payload":${m.payloadJson}}`,
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":${m.payloadJson}}`,
     )
     .join(',')}]`;
 }
