@@ -100,6 +100,15 @@ describe('trigger events’ data at rest', () => {
     expect(line).toContain(firstOfB.id);
     expect(line).toContain(b.installationId);
     expect(await unreadable()).toBe(before + 1);
+    // Alone in its queue, a value that does not open is passed over: no gap, counted once.
+    const c = await register(t.app);
+    const tc = await insertTrigger(t.database, c.installationId);
+    const onlyOfC = signed(messageWithData(tc, `{"for":"c"}`), { at: t.clock.now() });
+    expect((await post(t, onlyOfC)).json()).toEqual({ outcome: 'accepted' });
+    await t.database.sql`update events set sealed = (select sealed from events where id = ${fromA.id}) where id = ${onlyOfC.id}`;
+    const alone = await getEvents(t, c.auth);
+    expect(alone.json()).toEqual({ events: [], cursor: expect.any(String) });
+    expect(await unreadable()).toBe(before + 2);
     // A's own event still opens in A's row.
     expect((await getEvents(t, a.auth)).json<{ events: Array<{ data: unknown }> }>().events[0]!.data).toEqual({ for: 'a' });
   });

@@ -98,7 +98,9 @@ async function readSlice(
     events.push(eventOfRow(row));
   }
   // Nothing served although the queue goes further: everything after `after` is gone.
-  if (events.length === 0 && last > after) gap = true;
+  // Nothing read though the queue goes on: retention removed it. (Events read and left out because
+  // they did not decrypt moved `through` on: no gap, they are passed over as if acknowledged.)
+  if (events.length === 0 && through === after && last > after) gap = true;
   const whole = !gap && (events.length === options.limit || through >= last);
   return { slice: { events, through, start: after, last, gap }, whole: !recentDaysOnly || whole };
 }
