@@ -4,6 +4,7 @@ import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { type ComposioGateway, gatewayForProject } from './composio/index.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
+import { MissingDataKeys, missingKeyIds } from './data-keys/in-use.js';
 import { type DataKeys, keyFile, keyIds } from './data-keys/keys.js';
 import { DataDirInUseError } from './db/data-dir-lock.js';
 import { type Database, openDatabase } from './db/database.js';
@@ -70,7 +71,10 @@ async function main(): Promise<void> {
     config = composio.config;
 
     // app.close() answers waiting polls at once and stops the event listener before the pool closes.
-    const events = createEventsRuntime({ database, logger, ...config.events, dataKeys: dataKeysOf(config, logger) });
+    const dataKeys = dataKeysOf(config, logger);
+    const missing = await missingKeyIds(database.sql, dataKeys);
+    if (missing.length > 0) throw new MissingDataKeys(missing);
+    const events = createEventsRuntime({ database, logger, ...config.events, dataKeys });
     const app = await buildApp({ config, database, logger, clock: systemClock, events, composio: composio.gateway, metrics });
     closers.push(() => closeServer(app, config.shutdownGraceMs, logger));
     if (config.metrics.host !== undefined && config.metrics.port !== undefined) {
@@ -153,6 +157,12 @@ async function main(): Promise<void> {
       // Not a crash: a supervisor should not keep retrying (78: a configuration problem).
       process.stderr.write(`omb-broker: ${error.message}\n`);
       logger.fatal({ dataDir: error.dataDir, pid: error.pid }, 'the data folder is in use by a running broker');
+      process.exit(78);
+    }
+    if (error instanceof MissingDataKeys) {
+      // A configuration problem (78): started again as it is, it would refuse again.
+      process.stderr.write(`omb-broker: ${error.message}\n`);
+      logger.fatal({ missingDataKeys: error.ids }, 'data keys in use are not configured');
       process.exit(78);
     }
     if (error instanceof MigrationError) {

@@ -181,6 +181,16 @@ export const events = pgTable(
 );
 
 /**
+ * The data keys that may protect stored values (src/events/sealing.ts): a key's id is written here
+ * before the first value sealed under it, so a broker started without one of them refuses to start
+ * (src/data-keys/in-use.ts) instead of leaving events it cannot read.
+ */
+export const dataKeysInUse = pgTable('data_keys_in_use', {
+  keyId: text('key_id').primaryKey(),
+  since: ts('since').notNull().defaultNow(),
+});
+
+/**
  * Where the queue starts: events received before `keptSince` are past retention and no poll
  * serves them, even while the day partition holding them is still there. One row, written by
  * the retention job (src/events/retention/retention.ts) at each run; absent until the first run.

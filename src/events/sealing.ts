@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { recordKeyInUse } from '../data-keys/in-use.js';
 import type { DataKeys } from '../data-keys/keys.js';
 import { open, SealError, seal } from '../data-keys/seal.js';
 import type { Sql } from '../db/database.js';
@@ -22,6 +23,8 @@ export class Sealing {
   /** The last time a previous-release broker was seen; null: none seen since this process started. */
   private previousSeenAt: number | null = null;
   private checked = false;
+  /** Whether the current key is recorded in use: nothing is sealed before. */
+  private recorded = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly unreadableListeners = new Set<() => void>();
 
@@ -37,7 +40,11 @@ export class Sealing {
 
   /** Whether new trigger events are sealed now. */
   sealing(): boolean {
-    if (!this.checked) return false;
+    return this.checked && this.recorded && this.quiet();
+  }
+
+  /** No previous-release broker seen since this process started, or none for `settleMs`. */
+  private quiet(): boolean {
     return this.previousSeenAt === null || this.now() - this.previousSeenAt >= this.options.settleMs;
   }
 
@@ -100,6 +107,11 @@ export class Sealing {
                           and application_name = any(string_to_array(${PREVIOUS_RELEASE_APPLICATION_NAMES.join(' ')}, ' '))) as previous`;
       const before = this.checked ? this.sealing() : undefined;
       if (row?.previous) this.previousSeenAt = this.now();
+      // The key is recorded in use before the first value is sealed under it (data-keys/in-use.ts).
+      if (!this.recorded && !row?.previous && this.quiet()) {
+        await recordKeyInUse(this.sql, this.keys);
+        this.recorded = true;
+      }
       this.checked = true;
       const after = this.sealing();
       if (before !== after) {

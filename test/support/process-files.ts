@@ -9,6 +9,7 @@ export const PROCESSES = [
   'test/db/embedded-port.test.ts',
   'test/e2e.test.ts',
   'test/events/concurrency.test.ts',
+  'test/events/data-keys-in-use.test.ts',
   'test/faults/failover.test.ts',
   'test/faults/lifecycle.test.ts',
   'test/faults/listener-outage.test.ts',
