@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { backupDataFolder, RestoreRefused, restoreDataFolder } from '../../backup/backup.js';
 import { KEY_FILE } from '../../data-keys/keys.js';
-import { backupDataFolder, RestoreRefused, restoreDataFolder } from '../../db/backup/backup.js';
 import { type CliIo, type Command, CommandFailed, cliConfig, UsageError } from './command.js';
 import { cliLogger, withEmbeddedServer } from './database.js';
 

@@ -7,8 +7,8 @@ import { finished, pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { createGunzip, createGzip } from 'node:zlib';
 import postgres from 'postgres';
-import { KEY_FILE } from '../../data-keys/keys.js';
-import { RELEASE } from '../../release.js';
+import { KEY_FILE } from '../data-keys/keys.js';
+import { RELEASE } from '../release.js';
 import { END, header, padding, readTar, type TarEntry, writeTo } from './tar.js';
 
 /**
