@@ -28,3 +28,38 @@ export class MissingDataKeys extends Error {
     );
   }
 }
+
+/** What the stored values are protected by, for `data-keys status`. */
+export interface DataKeysStatus {
+  /** Trigger events' data encrypted, by key id (the id as the value names it). */
+  readonly sealedEvents: Record<string, number>;
+  /** Events whose data is in clear: the broker's own and test events, and trigger events stored before encryption or beside the previous release. */
+  readonly clearEvents: number;
+  /** Webhook signing secrets stored (in clear: their encryption is not built yet). */
+  readonly clearWebhookSecrets: number;
+  /** The key ids recorded in use (see above). */
+  readonly keysInUse: string[];
+}
+
+/**
+ * Counts every stored value by what protects it: a read of every event kept (7 days), for an
+ * operator's command, never for a request.
+ */
+export async function dataKeysStatus(sql: Sql): Promise<DataKeysStatus> {
+  const [events, secrets, inUse] = await Promise.all([
+    sql<{ key_id: string | null; n: number }[]>`
+      select case when sealed is null then null
+                  else convert_from(substring(sealed from 3 for get_byte(sealed, 1)), 'SQL_ASCII') end as key_id,
+             count(*)::int as n
+        from events group by 1`,
+    sql<{ n: number }[]>`select count(*)::int as n from webhook_secrets where secret is not null`,
+    sql<{ key_id: string }[]>`select key_id from data_keys_in_use order by key_id`,
+  ]);
+  const sealedEvents: Record<string, number> = {};
+  let clearEvents = 0;
+  for (const row of events) {
+    if (row.key_id === null) clearEvents += row.n;
+    else sealedEvents[row.key_id] = row.n;
+  }
+  return { sealedEvents, clearEvents, clearWebhookSecrets: secrets[0]?.n ?? 0, keysInUse: inUse.map((row) => row.key_id) };
+}

@@ -2,6 +2,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PREVIOUS_RELEASE_APPLICATION_NAMES } from '../../src/db/database.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
+import { runCli } from '../operators/support.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { BROKER_ENV, buildEventsApp, type EventsTestApp, getEvents, insertTrigger, post, signed, triggerMessage } from './helpers.js';
@@ -111,6 +112,33 @@ describe('trigger events’ data at rest', () => {
     expect(await unreadable()).toBe(before + 2);
     // A's own event still opens in A's row.
     expect((await getEvents(t, a.auth)).json<{ events: Array<{ data: unknown }> }>().events[0]!.data).toEqual({ for: 'a' });
+  });
+});
+
+describe('npm run cli -- data-keys status', () => {
+  it('counts the values each key protects and those in clear, with the keys in use', async () => {
+    const database = await createTestDatabase();
+    const t = await buildTestApp(BROKER_ENV, { database });
+    try {
+      const owner = await register(t.app);
+      const trigger = await insertTrigger(t.database, owner.installationId);
+      for (let n = 0; n < 3; n++) {
+        expect((await post(t, signed(messageWithData(trigger, `{"n":${n}}`), { at: t.clock.now() }))).json()).toEqual({
+          outcome: 'accepted',
+        });
+      }
+      // One stored as the previous release stores it.
+      await database.sql`update events set data = '{"n":0}', sealed = null
+                          where position = 1 and installation_id = ${owner.installationId}`;
+      const json = await runCli(['data-keys', 'status', '--json'], { DATABASE_URL: database.url });
+      expect(json).toMatchObject({ code: 0 });
+      expect(JSON.parse(json.stdout)).toEqual({ sealedEvents: { test: 2 }, clearEvents: 1, clearWebhookSecrets: 1, keysInUse: ['test'] });
+      const text = await runCli(['data-keys', 'status'], { DATABASE_URL: database.url });
+      expect(text.stdout).toContain('  events encrypted under test: 2\n  events in clear: 1\n');
+    } finally {
+      await t.close();
+      await database.drop();
+    }
   });
 });
 

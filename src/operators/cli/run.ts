@@ -1,5 +1,6 @@
 import { backupCommand, restoreCommand } from './backup.js';
 import { type CliEnv, type CliIo, type Command, CommandFailed, UsageError } from './command.js';
+import { dataKeysStatusCommand } from './data-keys.js';
 import { importInstallationsCommand } from './import.js';
 import { keysGenerate } from './keys.js';
 import { auditCommand, grantList, installationList, installationShow } from './lookups.js';
@@ -18,6 +19,7 @@ export const COMMANDS: readonly Command[] = [
   migrate,
   backupCommand,
   restoreCommand,
+  dataKeysStatusCommand,
   importInstallationsCommand,
   webhookSubscribe,
   webhookRotateSecret,
