@@ -6,7 +6,7 @@ import { createLogger } from '../../src/logger.js';
 import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
 import type { BrokerProcess } from '../support/broker-process.js';
 import { type CutPair, startCutPair } from '../support/cut-pair.js';
-import { metricValue, type Registered, registerOver, until } from '../support/http.js';
+import { drainOver, metricValue, type Registered, registerOver, until } from '../support/http.js';
 import type { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
@@ -97,22 +97,6 @@ async function health(url: string): Promise<{ status: number; body: unknown } | 
   }
 }
 
-/** Every event in the installation's queue, acknowledging as it goes. */
-async function drain(url: string, who: Registered): Promise<string[]> {
-  const received: string[] = [];
-  let cursor: string | undefined;
-  for (let round = 0; round < 1000; round += 1) {
-    const query = new URLSearchParams({ limit: '100', wait: '0', ...(cursor ? { cursor } : {}) });
-    const response = await fetch(`${url}/v1/events?${query}`, { headers: who.auth });
-    expect(response.status).toBe(200);
-    const batch = (await response.json()) as { events: Array<{ id: string }>; cursor: string };
-    if (batch.events.length === 0) return received;
-    received.push(...batch.events.map((e) => e.id));
-    cursor = batch.cursor;
-  }
-  throw new Error('queue did not drain');
-}
-
 describe('Postgres restarted under load', () => {
   it('reconnects, listens again, wakes polls that waited across it and loses no accepted webhook', async () => {
     const [load, w1, w2] = await Promise.all([registerOver(a.url), registerOver(a.url), registerOver(a.url)]);
@@ -187,7 +171,7 @@ describe('Postgres restarted under load', () => {
 
     const answered = sent.filter((s) => s.status === 200);
     for (const s of answered) expect(['accepted', 'duplicate']).toContain(s.outcome);
-    const received = await drain(a.url, load);
+    const received = await drainOver(a.url, load);
     expect(new Set(received).size, 'no event delivered twice').toBe(received.length);
     const receivedIds = new Set(received);
     const missing = answered.filter((s) => !receivedIds.has(s.id)).map((s) => s.id);

@@ -6,7 +6,7 @@ import { runningEmbeddedUrl } from '../../src/db/embedded.js';
 import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { type DataFolders, prepareDataFolders } from '../support/data-folder.js';
-import { type Registered, registerOver } from '../support/http.js';
+import { drainOver, type Registered, registerOver } from '../support/http.js';
 import { runCli } from './support.js';
 
 /**
@@ -33,21 +33,6 @@ async function started(dataDir: string): Promise<BrokerProcess> {
   const broker = await startBroker({ ...BROKER_ENV, DATA_DIR: dataDir, QUOTA_STANDARD: '100000' });
   cleanups.push(() => broker.stop());
   return broker;
-}
-
-/** Every event id the installation's queue holds, read from the start without acknowledging. */
-async function queuedIds(url: string, owner: Registered): Promise<string[]> {
-  const ids: string[] = [];
-  let cursor: string | undefined;
-  for (;;) {
-    const query = new URLSearchParams({ limit: '100', wait: '0', ...(cursor ? { cursor } : {}) });
-    const response = await fetch(`${url}/v1/events?${query}`, { headers: owner.auth });
-    expect(response.status).toBe(200);
-    const batch = (await response.json()) as { events: Array<{ id: string }>; cursor: string };
-    if (batch.events.length === 0) return ids;
-    ids.push(...batch.events.map((event) => event.id));
-    cursor = batch.cursor;
-  }
 }
 
 describe('backup and restore of the embedded default', () => {
@@ -118,7 +103,7 @@ describe('backup and restore of the embedded default', () => {
     const me = await fetch(`${restored.url}/v1/me`, { headers: owner.auth });
     expect(me.status).toBe(200);
     expect(((await me.json()) as { installationId: string }).installationId).toBe(owner.installationId);
-    const ids = new Set(await queuedIds(restored.url, owner));
+    const ids = new Set(await drainOver(restored.url, owner));
     expect(before.filter((id) => !ids.has(id))).toEqual([]);
     await restored.stop();
   }, 120_000);

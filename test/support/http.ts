@@ -23,6 +23,26 @@ export async function registerOver(url: string, body: Record<string, unknown> = 
   return { installationId, token, auth: { authorization: `Bearer ${token}` } };
 }
 
+/**
+ * Every event id in the installation's queue over HTTP, from its acknowledged position, reading
+ * 100 at a time and acknowledging each batch with the next poll's cursor; fails the test on any
+ * answer but 200, and after 1,000 batches.
+ */
+export async function drainOver(url: string, who: Registered): Promise<string[]> {
+  const received: string[] = [];
+  let cursor: string | undefined;
+  for (let round = 0; round < 1000; round += 1) {
+    const query = new URLSearchParams({ limit: '100', wait: '0', ...(cursor ? { cursor } : {}) });
+    const response = await fetch(`${url}/v1/events?${query}`, { headers: who.auth });
+    if (response.status !== 200) throw new Error(`poll answered ${response.status}: ${await response.text()}`);
+    const batch = (await response.json()) as { events: Array<{ id: string }>; cursor: string };
+    if (batch.events.length === 0) return received;
+    received.push(...batch.events.map((e) => e.id));
+    cursor = batch.cursor;
+  }
+  throw new Error('queue did not drain');
+}
+
 export interface RawAnswer {
   status: number;
   headers: IncomingHttpHeaders;

@@ -58,15 +58,17 @@ async function readSlice(
   sealing: Pick<Sealing, 'open'> | undefined,
 ): Promise<{ slice: QueueSlice; whole: boolean } | null> {
   // `data` as text: the answer carries it as Postgres wrote it (see QueuedEvent.dataJson).
-  // A sealed event's data is null in the read: its sealed bytes, and the Composio user they are
-  // bound to, are looked up by the row's key (an index probe into one day's partition).
+  // A sealed event's data is null in the read: its sealed bytes are looked up by the row's key (an
+  // index probe into one day's partition), and the Composio user they are bound to once for the
+  // read (a subquery of no row's, run at most once, and only when a row is sealed).
   const rows = await sql<(QueueRow & { sealed: Buffer | null; composio_user_id: string | null })[]>`
     select q.after, q.last, q."position", q.id, q.type, q.trigger_id, q.automation_id, q.toolkit, q.trigger_slug,
-           q.connected_account_id, q.received_at, q.data::text as data, s.sealed, s.composio_user_id
+           q.connected_account_id, q.received_at, q.data::text as data, s.sealed,
+           case when s.sealed is not null
+                then (select i.composio_user_id from installations i where i.id = ${installationId}::uuid) end as composio_user_id
       from omb_read_queue(${installationId}::uuid, ${options.after}::bigint, ${options.limit}::int, ${recentDaysOnly}::boolean) q
       left join lateral (
-        select e.sealed, i.composio_user_id
-          from events e join installations i on i.id = e.installation_id
+        select e.sealed from events e
          where q.data is null and e.installation_id = ${installationId}::uuid and e."position" = q."position"
            and e.received_at = q.received_at
       ) s on true
