@@ -41,8 +41,10 @@ export function sharedCounters(sql: Sql, now: () => number = () => performance.n
         on conflict (key) do update set
           hits = case when c.resets_at <= now() then 1 else c.hits + 1 end,
           resets_at = case when c.resets_at <= now() then excluded.resets_at else c.resets_at end
+        -- At most the window: a hit whose transaction began before a concurrent first hit's
+        -- (which set resets_at from its own, later now()) would otherwise answer a longer wait.
         returning hits as current,
-          greatest(0, ceil(extract(epoch from (resets_at - now())) * 1000))::int as ttl`;
+          least(${windowMs}, greatest(0, ceil(extract(epoch from (resets_at - now())) * 1000)))::int as ttl`;
       return { current: row!.current, ttl: row!.ttl };
     },
 

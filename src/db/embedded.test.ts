@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { RESTART_FOR_MS, restartDelays } from './embedded.js';
+import { freePort, RESTART_FOR_MS, restartDelays } from './embedded.js';
 
 describe('restartDelays', () => {
   it('spreads the default half minute over waits doubling from 250 ms', () => {
@@ -12,5 +14,22 @@ describe('restartDelays', () => {
     expect(tenMinutes.reduce((sum, delay) => sum + delay, 0)).toBe(600_000);
     expect(tenMinutes.slice(6, -1).every((delay) => delay === 15_000)).toBe(true);
     expect(tenMinutes).toHaveLength(45);
+  });
+});
+
+describe('freePort', () => {
+  it('answers a port below the ephemeral range, which nothing took between the answer and a listen', async () => {
+    const ephemeralFrom = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0]);
+    const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()));
+    for (const port of ports) {
+      expect(port).toBeGreaterThanOrEqual(10_000);
+      expect(port).toBeLessThan(ephemeralFrom);
+    }
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(ports[0], '127.0.0.1', resolve);
+    });
+    await new Promise((resolve) => server.close(resolve));
   });
 });

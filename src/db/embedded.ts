@@ -378,13 +378,44 @@ function isAlive(pid: number): boolean {
   }
 }
 
-export function freePort(): Promise<number> {
+/**
+ * A port free now, for a server that must be named before it listens (the embedded Postgres, the
+ * broker's own port in sandbox mode). Chosen at random below the system's ephemeral range, so
+ * that neither an outgoing connection's local port nor another server asking the system for any
+ * port takes it between this answer and the listen; the system's choice when there is no such range.
+ */
+export async function freePort(): Promise<number> {
+  const below = ephemeralPortsStart();
+  for (let tries = 0; below > PRIVATE_PORTS_FROM + 1000 && tries < 50; tries++) {
+    const port = PRIVATE_PORTS_FROM + Math.floor(Math.random() * (below - PRIVATE_PORTS_FROM));
+    if (await probePort(port)) return port;
+  }
+  const port = await probePort(0);
+  if (!port) throw new Error('no free port');
+  return port;
+}
+
+/** The first port freePort may pick: above the ports well-known services listen on. */
+const PRIVATE_PORTS_FROM = 10_000;
+
+/** Where the system's ephemeral ports start: Linux says; elsewhere 32768 is below every usual range. */
+function ephemeralPortsStart(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 0 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** Listens on the port (0: any) on loopback and lets go; the port taken, or undefined if it was in use. */
+function probePort(port: number): Promise<number | undefined> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
+    probe.once('error', (error: NodeJS.ErrnoException) => (error.code === 'EADDRINUSE' ? resolve(undefined) : reject(error)));
+    probe.listen(port, '127.0.0.1', () => {
       const address = probe.address();
-      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : undefined));
     });
   });
 }
