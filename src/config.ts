@@ -114,10 +114,22 @@ export const EnvSchema = z.object({
     .describe(
       'Postgres (`postgres://…`; with several hosts, add `target_session_attrs=primary` to follow a failover — `read-write` is refused, as it also picks a hot standby). Unset: an embedded Postgres under `DATA_DIR`',
     ),
+  DATABASE_DIRECT_URL: optionalString
+    .pipe(
+      z
+        .string()
+        .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
+        .optional(),
+    )
+    .describe(
+      'a direct connection to Postgres, when `DATABASE_URL` is a transaction pooler (PgBouncer in `pool_mode = transaction`, a managed pooler endpoint): `LISTEN`, session advisory locks and the migrations go here, everything else through the pooler (see [Behind a pooler](operating.md#behind-a-pooler)). Unset: `DATABASE_URL` serves both',
+    ),
   DATABASE_PASSWORD: z
     .string()
     .optional()
-    .describe('the database password, apart from `DATABASE_URL` (which then names the user but no password); any character'),
+    .describe(
+      'the database password, apart from `DATABASE_URL` and `DATABASE_DIRECT_URL` (which then name the user but no password); any character',
+    ),
   DATA_DIR: z
     .string()
     .min(1)
@@ -353,26 +365,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   // A password apart from the URL may hold any character (`@`, `/`, `#`, `%`): it is put into the
   // URL here, encoded, instead of by hand.
-  let databaseUrl = e.DATABASE_URL;
-  if (e.DATABASE_PASSWORD !== undefined && e.DATABASE_PASSWORD !== '') {
-    if (databaseUrl === undefined) problems.push('DATABASE_PASSWORD: set DATABASE_URL too (without a password in it)');
-    else {
-      const url = new URL(databaseUrl);
-      if (url.password !== '') problems.push('DATABASE_PASSWORD: DATABASE_URL already holds a password; give it in one place');
-      else if (url.username === '') problems.push('DATABASE_PASSWORD: DATABASE_URL names no user (postgres://user@host/db)');
-      else {
-        url.password = encodeURIComponent(e.DATABASE_PASSWORD);
-        databaseUrl = url.toString();
-      }
-    }
+  const databaseUrl = withPassword('DATABASE_URL', e.DATABASE_URL, e.DATABASE_PASSWORD, problems);
+  const databaseDirectUrl = withPassword('DATABASE_DIRECT_URL', e.DATABASE_DIRECT_URL, e.DATABASE_PASSWORD, problems);
+  if (e.DATABASE_PASSWORD && databaseUrl === undefined) problems.push('DATABASE_PASSWORD: set DATABASE_URL too (without a password in it)');
+  if (databaseDirectUrl !== undefined && databaseUrl === undefined) {
+    problems.push('DATABASE_DIRECT_URL: set DATABASE_URL too (the pooler); without it the broker runs its embedded Postgres');
   }
   // postgres.js takes "read-write" to mean `default_transaction_read_only` is off, which a hot
   // standby also reports: with several hosts, pool connections would sit on the standby and every
   // write fail. `primary` asks `pg_is_in_recovery()` and follows a promotion.
-  if (databaseUrl !== undefined && /[?&]target_session_attrs=read-write(&|$)/i.test(databaseUrl)) {
-    problems.push(
-      'DATABASE_URL: target_session_attrs=read-write would also pick a hot standby (it reports read-write); use target_session_attrs=primary',
-    );
+  for (const [name, url] of [
+    ['DATABASE_URL', databaseUrl],
+    ['DATABASE_DIRECT_URL', databaseDirectUrl],
+  ] as const) {
+    if (url !== undefined && /[?&]target_session_attrs=read-write(&|$)/i.test(url)) {
+      problems.push(
+        `${name}: target_session_attrs=read-write would also pick a hot standby (it reports read-write); use target_session_attrs=primary`,
+      );
+    }
   }
   let dataKeys: DataKeys | undefined;
   if (e.DATA_ENCRYPTION_KEYS !== undefined) {
@@ -386,13 +396,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
-  return configOf(e, { databaseUrl, dataDirGiven: env.DATA_DIR !== undefined, webhookSecrets, publicKeys, dataKeys });
+  return configOf(e, { databaseUrl, databaseDirectUrl, dataDirGiven: env.DATA_DIR !== undefined, webhookSecrets, publicKeys, dataKeys });
 }
 
 function configOf(
   e: z.output<typeof EnvSchema>,
   checked: {
     databaseUrl: string | undefined;
+    databaseDirectUrl: string | undefined;
     dataDirGiven: boolean;
     webhookSecrets: string[];
     publicKeys: z.output<typeof JwksSchema> | undefined;
@@ -404,6 +415,8 @@ function configOf(
     host: e.HOST,
     publicUrl: e.PUBLIC_URL,
     databaseUrl: checked.databaseUrl,
+    /** `DATABASE_DIRECT_URL`: Postgres itself, when `databaseUrl` is a transaction pooler. */
+    databaseDirectUrl: checked.databaseDirectUrl,
     dataDir: e.DATA_DIR,
     /** Whether `DATA_DIR` was set: the operator CLI makes no database in the default folder. */
     dataDirGiven: checked.dataDirGiven,
@@ -458,4 +471,20 @@ function configOf(
     trustProxy: Array.isArray(e.TRUST_PROXY) ? Object.freeze([...e.TRUST_PROXY]) : e.TRUST_PROXY,
     logLevel: e.LOG_LEVEL,
   });
+}
+
+/**
+ * `url` with `password` put in, encoded, when one is given apart (`DATABASE_PASSWORD`); a URL that
+ * already holds one, or names no user, is a problem named after `name`.
+ */
+function withPassword(name: string, url: string | undefined, password: string | undefined, problems: string[]): string | undefined {
+  if (url === undefined || password === undefined || password === '') return url;
+  const parsed = new URL(url);
+  if (parsed.password !== '') problems.push(`DATABASE_PASSWORD: ${name} already holds a password; give it in one place`);
+  else if (parsed.username === '') problems.push(`DATABASE_PASSWORD: ${name} names no user (postgres://user@host/db)`);
+  else {
+    parsed.password = encodeURIComponent(password);
+    return parsed.toString();
+  }
+  return url;
 }

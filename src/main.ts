@@ -10,6 +10,7 @@ import { DataDirInUseError } from './db/data-dir-lock.js';
 import { type Database, openDatabase } from './db/database.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
 import { applyMigrations, MigrationError } from './db/migrate.js';
+import { refusedStartupParameter, SessionNotKept } from './db/session-check.js';
 import { startRetentionJob } from './events/retention/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
 import { createLogger } from './logger.js';
@@ -63,8 +64,15 @@ async function main(): Promise<void> {
       closers.push(() => embedded!.stop());
       databaseUrl = embedded.url;
     }
-    await applyMigrations(databaseUrl, logger);
-    const database = openDatabase({ url: databaseUrl, poolSize: config.databasePoolSize, logger, timeoutMs: config.databaseTimeoutMs });
+    const directUrl = config.databaseDirectUrl;
+    await applyMigrations(directUrl ?? databaseUrl, logger, { setting: directUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL' });
+    const database = openDatabase({
+      url: databaseUrl,
+      ...(directUrl ? { directUrl } : {}),
+      poolSize: config.databasePoolSize,
+      logger,
+      timeoutMs: config.databaseTimeoutMs,
+    });
     closers.push(() => database.close());
 
     const composio = await connectComposio(config, logger, metrics, closers, database);
@@ -105,6 +113,7 @@ async function main(): Promise<void> {
     const reconnect = startReconnectJob({
       db: database.db,
       sql: database.sql,
+      sessions: database.sessions,
       composio: composio.gateway,
       log: logger.child({ component: 'trigger-reconnect' }),
       clock: systemClock,
@@ -114,6 +123,7 @@ async function main(): Promise<void> {
     const reconcile = startReconcileJob({
       db: database.db,
       sql: database.sql,
+      sessions: database.sessions,
       composio: composio.gateway,
       log: logger.child({ component: 'trigger-reconcile' }),
       clock: systemClock,
@@ -163,6 +173,16 @@ async function main(): Promise<void> {
       // A configuration problem (78): started again as it is, it would refuse again.
       process.stderr.write(`omb-broker: ${error.message}\n`);
       logger.fatal({ missingDataKeys: error.ids }, 'data keys in use are not configured');
+      process.exit(78);
+    }
+    if (error instanceof SessionNotKept || refusedStartupParameter(error)) {
+      // A configuration problem (78): the URL leads to a transaction pooler, which it cannot be.
+      const message =
+        error instanceof SessionNotKept
+          ? error.message
+          : `DATABASE_URL refused a startup parameter (${(error as Error).message}), as a transaction pooler does: set DATABASE_DIRECT_URL to Postgres itself and the broker sends the pooler none but application_name (docs/operating.md, "Behind a pooler")`;
+      process.stderr.write(`omb-broker: ${message}\n`);
+      logger.fatal({ err: error }, 'the database URL leads to a transaction pooler');
       process.exit(78);
     }
     if (error instanceof MigrationError) {

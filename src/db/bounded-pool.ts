@@ -55,8 +55,23 @@ export interface BoundedPool {
  * `sql.subscribe` (unused here); `sql.listen` opens a client of its own, as postgres.js does.
  * A long poll holds no connection while it waits (src/events/queue/poll.ts), so it is not cut.
  */
-export function openBoundedPool(url: string, options: { size: number; timeoutMs: number; client: ClientOptions }): BoundedPool {
+export function openBoundedPool(
+  url: string,
+  options: {
+    size: number;
+    timeoutMs: number;
+    client: ClientOptions;
+    /**
+     * Also bound each statement of a transaction (and of a reserved connection) from here, by a
+     * cancel request once `timeoutMs` has passed: for connections on which Postgres's
+     * `statement_timeout` cannot be set (through a transaction pooler, which refuses it as a
+     * startup parameter and would not keep it as a setting).
+     */
+    boundStatements?: boolean;
+  },
+): BoundedPool {
   const { timeoutMs } = options;
+  const inner = <T extends object>(sql: T): T => (options.boundStatements ? statementsBounded(sql, timeoutMs) : sql);
   const clients = Array.from({ length: Math.max(1, options.size) }, () => postgres(url, { ...options.client, max: 1 }));
   const first = clients[0]!;
   // One pool to postgres.js's eyes in what it keeps per client: the failed attempts its backoff
@@ -155,7 +170,7 @@ export function openBoundedPool(url: string, options: { size: number; timeoutMs:
             if (phase === 'given up') throw new DatabaseTimeout(timeoutMs);
             phase = 'running';
             clearTimeout(timer);
-            return (callback as (tx: unknown) => unknown)(tx);
+            return (callback as (tx: unknown) => unknown)(inner(tx as object));
           };
           const opened = mode === undefined ? lane.client.begin(started) : lane.client.begin(mode, started);
           opened.then(
@@ -210,7 +225,7 @@ export function openBoundedPool(url: string, options: { size: number; timeoutMs:
               };
               phase = 'granted';
               clearTimeout(timer);
-              resolve(reserved);
+              resolve(inner(reserved));
             },
             (error: unknown) => {
               if (phase === 'given up') return;
@@ -255,6 +270,46 @@ export function openBoundedPool(url: string, options: { size: number; timeoutMs:
     get: (target, key) => (Object.hasOwn(own, key) ? own[key] : Reflect.get(target, key)),
   });
   return { sql, end };
+}
+
+/**
+ * `sql` (a transaction's or a reserved connection's) whose every statement is bounded by
+ * `timeoutMs` from when it is handed to the connection: past it, Postgres is asked to stop it (a
+ * cancel request, which a transaction pooler passes on to the server connection the client holds),
+ * and the statement fails as a `statement_timeout` would have failed it (`57014`).
+ */
+function statementsBounded<T extends object>(sql: T, timeoutMs: number): T {
+  const watched = <V>(value: V): V => {
+    if (!isDriverQuery(value)) return value;
+    const hand = value.handler;
+    value.handler = (query) => {
+      const { resolve, reject } = query;
+      const timer = setTimeout(() => {
+        const cancel = query.canceller;
+        query.canceller = null;
+        cancel?.(query).catch(() => undefined);
+      }, timeoutMs);
+      query.resolve = (result) => {
+        clearTimeout(timer);
+        resolve(result);
+      };
+      query.reject = (error) => {
+        clearTimeout(timer);
+        reject(error);
+      };
+      hand(query);
+    };
+    return value;
+  };
+  return new Proxy(sql, {
+    apply: (target, thisArg, args) => watched(Reflect.apply(target as (...a: unknown[]) => unknown, thisArg, args)),
+    get: (target, key) => {
+      const value = Reflect.get(target, key);
+      return key === 'unsafe' && typeof value === 'function'
+        ? (...args: unknown[]) => watched((value as (...a: unknown[]) => unknown).apply(target, args))
+        : value;
+    },
+  });
 }
 
 /**

@@ -22,6 +22,16 @@ export interface Database {
   readonly db: Db;
   readonly url: string;
   /**
+   * Where what needs a session goes (`LISTEN`, a session advisory lock, the migrations): Postgres
+   * itself. `DATABASE_DIRECT_URL` when `url` is a transaction pooler, `url` otherwise.
+   */
+  readonly sessionUrl: string;
+  /**
+   * At most two connections to `sessionUrl`, for a session advisory lock held on a reserved
+   * connection (`sessions.reserve()`) while a job runs; opened when first used, closed when idle.
+   */
+  readonly sessions: Sql;
+  /**
    * Resolves when Postgres answers a `select 1` within about a second (`HEALTH_TIMEOUT_MS`, or
    * the database timeout if shorter), on a connection of its own: it never waits behind a busy
    * or reconnecting pool. Rejects otherwise. Calls made while one is under way share its answer,
@@ -54,6 +64,13 @@ const HEALTH_TIMEOUT_MS = 1_000;
 
 export interface DatabaseOptions {
   url: string;
+  /**
+   * Postgres itself, when `url` is a transaction pooler (`DATABASE_DIRECT_URL`). Through the pooler
+   * then: no named prepared statement (a server connection other than the one that prepared it
+   * may run the next), and no startup parameter but `application_name` (PgBouncer refuses
+   * `statement_timeout`), so every statement is bounded from here, by a cancel request.
+   */
+  directUrl?: string;
   poolSize: number;
   logger: Logger;
   /**
@@ -76,7 +93,11 @@ export const APPLICATION_NAMES = {
   pool: `omb-broker/${RELEASE}`,
   health: `omb-broker-health/${RELEASE}`,
   listen: `omb-broker-listen/${RELEASE}`,
+  sessions: `omb-broker-sessions/${RELEASE}`,
 } as const;
+
+/** Connections each broker process holds, or may open, to `sessionUrl` (docs/operating.md, "Behind a pooler"). */
+const SESSION_CONNECTIONS = { listen: 1, sessions: 2 } as const;
 
 /** The names the previous release (0.1.0) gave its connections, without its release. */
 export const PREVIOUS_RELEASE_APPLICATION_NAMES = ['omb-broker', 'omb-broker-health', 'omb-broker-listen'] as const;
@@ -84,13 +105,26 @@ export const PREVIOUS_RELEASE_APPLICATION_NAMES = ['omb-broker', 'omb-broker-hea
 export function openDatabase(options: DatabaseOptions): Database {
   const log = options.logger.child({ component: 'database' });
   const timeoutMs = options.timeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS;
+  const pooled = options.directUrl !== undefined;
   const pool = openBoundedPool(options.url, {
     size: options.poolSize,
     timeoutMs,
-    client: clientOptions(APPLICATION_NAMES.pool, timeoutMs),
+    boundStatements: pooled,
+    client: clientOptions(APPLICATION_NAMES.pool, timeoutMs, pooled),
   });
   const healthMs = Math.min(HEALTH_TIMEOUT_MS, timeoutMs);
-  const health = openBoundedPool(options.url, { size: 1, timeoutMs: healthMs, client: clientOptions(APPLICATION_NAMES.health, healthMs) });
+  const health = openBoundedPool(options.url, {
+    size: 1,
+    timeoutMs: healthMs,
+    boundStatements: pooled,
+    client: clientOptions(APPLICATION_NAMES.health, healthMs, pooled),
+  });
+  const sessionUrl = options.directUrl ?? options.url;
+  const sessions = openBoundedPool(sessionUrl, {
+    size: SESSION_CONNECTIONS.sessions,
+    timeoutMs,
+    client: clientOptions(APPLICATION_NAMES.sessions, timeoutMs, false),
+  });
   const sql = pool.sql;
   const db = drizzle(sql, { schema });
   let pinging: Promise<void> | undefined;
@@ -101,6 +135,8 @@ export function openDatabase(options: DatabaseOptions): Database {
     sql,
     db,
     url: options.url,
+    sessionUrl,
+    sessions: sessions.sql,
     ping() {
       if (performance.now() - answeredAt < PING_FRESH_MS) return Promise.resolve();
       pinging ??= health.sql`select 1`.then(
@@ -116,20 +152,31 @@ export function openDatabase(options: DatabaseOptions): Database {
       return pinging;
     },
     close() {
-      closed ??= Promise.all([pool.end({ timeout: 5 }), health.end({ timeout: 1 })]).then(() => log.debug('database pool closed'));
+      closed ??= Promise.all([pool.end({ timeout: 5 }), health.end({ timeout: 1 }), sessions.end({ timeout: 5 })]).then(() =>
+        log.debug('database pool closed'),
+      );
       return closed;
     },
   };
 }
 
-/** Each of the pool's connections (and the health probe's), bounded by `timeoutMs`. */
-function clientOptions(applicationName: string, timeoutMs: number): postgres.Options<Record<string, postgres.PostgresType>> {
+/**
+ * Each of the pool's connections (and the health probe's), bounded by `timeoutMs`: by Postgres's
+ * `statement_timeout` on a connection to Postgres itself; `pooled` (through a transaction pooler),
+ * by the pool alone (bounded-pool.ts `boundStatements`), with unnamed statements only.
+ */
+function clientOptions(
+  applicationName: string,
+  timeoutMs: number,
+  pooled: boolean,
+): postgres.Options<Record<string, postgres.PostgresType>> {
   return {
     idle_timeout: 60,
     connect_timeout: Math.max(1, Math.ceil(timeoutMs / 1000)),
     backoff: reconnectBackoff,
     onnotice: () => {},
-    connection: { application_name: applicationName, statement_timeout: timeoutMs },
+    prepare: !pooled,
+    connection: pooled ? { application_name: applicationName } : { application_name: applicationName, statement_timeout: timeoutMs },
     // postgres.js takes a socket factory (documented, though missing from its types).
     ...({ socket: answerBoundSocket(timeoutMs + ANSWER_MARGIN_MS) } as object),
   };

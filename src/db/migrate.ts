@@ -8,6 +8,7 @@ import postgres from 'postgres';
 import { PACKAGE_ROOT } from '../package-root.js';
 import { RELEASE } from '../release.js';
 import { applyFunctionFiles, FunctionFileError } from './functions.js';
+import { checkSessionKept } from './session-check.js';
 
 export const MIGRATIONS_FOLDER = path.join(PACKAGE_ROOT, 'migrations');
 /** The one definition of each database function, a file per function (see db/functions.ts). */
@@ -49,12 +50,16 @@ export interface MigrationOptions {
   readonly retryForMs?: number;
   /** The release applying them (package.json's version by default), see db/functions.ts. */
   readonly release?: string;
+  /** The setting `url` came from, for the refusal of one that keeps no session (`DATABASE_URL` by default). */
+  readonly setting?: string;
 }
 
 /**
  * Applies the SQL migrations in `migrations/`, then the function files in `migrations/functions/`
- * that changed since they were last applied. Safe when several brokers start at once: the first
- * takes an advisory lock on its own connection, the others wait and then find nothing to do.
+ * that changed since they were last applied, on a connection that must keep its session (a
+ * transaction pooler is refused, `SessionNotKept`: give Postgres itself, `DATABASE_DIRECT_URL`).
+ * Safe when several brokers start at once: the first takes an advisory lock on its own
+ * connection, the others wait and then find nothing to do.
  *
  * Safe beside serving brokers too: every statement waits at most `lock_timeout` for a lock (a
  * migration rolled out while another release serves once deadlocked with live ingest), and a step
@@ -73,6 +78,8 @@ export async function applyMigrations(url: string, logger: Logger, options: Migr
     logger,
   };
   const release = options.release ?? RELEASE;
+  // The lock below, and the setting after it, belong to the connection's session.
+  await checkSessionKept(url, options.setting ?? 'DATABASE_URL');
   const sql = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 });
   const startedAt = Date.now();
   let functions: string[];

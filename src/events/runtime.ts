@@ -14,7 +14,7 @@ import { Sealing } from './sealing.js';
 export type EventsRuntime = QueueRuntime & IntakeRuntime & { readonly sealing: Sealing | undefined };
 
 export function createEventsRuntime(options: {
-  database: Pick<Database, 'sql' | 'url'>;
+  database: Pick<Database, 'sql' | 'sessionUrl'>;
   logger: Logger;
   pollsPerInstallation?: number;
   listenerHeartbeatMs?: number;

@@ -79,6 +79,8 @@ type RepairKind =
 export interface ReconcileDeps {
   readonly db: Db;
   readonly sql: Sql;
+  /** Where the run's session advisory lock is held: Postgres itself (`Database.sessions`); `sql` when not given. */
+  readonly sessions?: Sql;
   readonly composio: ComposioGateway;
   readonly log: Pick<Logger, 'info' | 'warn'>;
   /** The project's Composio budget (`COMPOSIO_CALLS_PER_MINUTE`): the sweep takes `RECONCILE_SHARE` of it. */
@@ -110,7 +112,7 @@ const noRepairs = (): Record<RepairKind, number> => ({
 
 /** One sweep, in one process at a time (a session advisory lock on a connection held for the run). */
 export async function reconcileTriggers(deps: ReconcileDeps, options: { now: Date }): Promise<ReconcileRun> {
-  const connection = await deps.sql.reserve();
+  const connection = await (deps.sessions ?? deps.sql).reserve();
   try {
     const [lock] = await connection<{ locked: boolean }[]>`select pg_try_advisory_lock(${RECONCILE_LOCK}) as locked`;
     if (!lock?.locked) return { ran: false, seen: 0, repairs: noRepairs() };

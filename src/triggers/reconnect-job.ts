@@ -31,6 +31,8 @@ const RARE_EVERY = 20;
 export interface ReconnectDeps {
   readonly db: Db;
   readonly sql: Sql;
+  /** Where the run's session advisory lock is held: Postgres itself (`Database.sessions`); `sql` when not given. */
+  readonly sessions?: Sql;
   readonly composio: ComposioGateway;
   readonly log: Pick<Logger, 'info' | 'warn'>;
 }
@@ -51,7 +53,7 @@ export async function reattachReconnectedTriggers(
   deps: ReconnectDeps,
   options: { now: Date; includeOld?: boolean },
 ): Promise<ReconnectRun> {
-  const connection = await deps.sql.reserve();
+  const connection = await (deps.sessions ?? deps.sql).reserve();
   try {
     const [lock] = await connection<{ locked: boolean }[]>`select pg_try_advisory_lock(${RECONNECT_LOCK}) as locked`;
     if (!lock?.locked) return { ran: false, moved: 0 };

@@ -41,19 +41,17 @@ export const WEBHOOK_SECRETS_CHANNEL = 'omb_webhook_secrets';
 
 /** How long a delivery that does not verify while a rotation is under way waits for its secret. */
 const PENDING_WAIT_MS = 10_000;
-/** A delivery that does not verify re-reads the table, but a process does so at most this often. */
-const REREAD_INTERVAL_MS = 250;
 /** Besides the notifications: a re-read this often, in case one was missed. */
 const REFRESH_INTERVAL_MS = 30_000;
 
 /**
  * One process's view of the accepted secrets. Re-read on every `omb_webhook_secrets`
- * notification, every 30 s, and (at most every 250 ms) when a delivery does not verify. Expiry
- * needs no re-read: it is compared with the clock on every check.
+ * notification, every 30 s, and when a delivery does not verify (one read for all the deliveries
+ * that fail while it is under way). Expiry needs no re-read: it is compared with the clock on
+ * every check.
  */
 export class WebhookSecretBook {
   private state: SecretState = { stored: new Map(), pendingUntil: null, key: '' };
-  private loadedAt = 0;
   private loading: Promise<void> | undefined;
   private next: Promise<void> | undefined;
   private waiters = new Set<() => void>();
@@ -111,7 +109,6 @@ export class WebhookSecretBook {
         (state) => {
           const changed = state.key !== this.state.key;
           this.state = state;
-          this.loadedAt = Date.now();
           if (!changed) return;
           const waiters = [...this.waiters];
           this.waiters.clear();
@@ -129,14 +126,15 @@ export class WebhookSecretBook {
 
   /**
    * For a delivery that did not verify: checks it again (`check`) each time the accepted
-   * secrets change. Re-reads the table first (at most every 250 ms per process); while a
-   * rotation is under way at Composio, keeps waiting for its new secret (up to 10 s).
+   * secrets change. First waits for a read of the table begun after it failed, which every
+   * delivery failing meanwhile shares: a read begun earlier may predate a rotation's marker whose
+   * notification has not arrived yet. While a rotation is under way at Composio, keeps waiting
+   * for its new secret (up to 10 s).
    */
   async recheck<V extends { ok: boolean }>(first: V, check: (secrets: string[]) => V, now: () => Date): Promise<V> {
     const deadline = Date.now() + PENDING_WAIT_MS;
     let seen = this.state.key;
-    if (Date.now() - this.loadedAt >= REREAD_INTERVAL_MS) await this.reload();
-    else await this.loading;
+    await this.reload();
     let verdict = first;
     for (;;) {
       if (this.state.key !== seen) {

@@ -34,7 +34,7 @@ export interface QueueRuntime {
 }
 
 export function createQueueRuntime(options: {
-  database: Pick<Database, 'sql' | 'url'>;
+  database: Pick<Database, 'sql' | 'sessionUrl'>;
   logger: Logger;
   pollsPerInstallation?: number;
   /** See NotificationListener's `heartbeatMs`. */
@@ -42,11 +42,11 @@ export function createQueueRuntime(options: {
   /** Installations whose token and queue each process keeps in memory at most (`KNOWN_INSTALLATIONS_PER_PROCESS`). */
   knownInstallations?: number;
 }): QueueRuntime {
-  const { sql, url } = options.database;
+  const { sql, sessionUrl } = options.database;
   const log = options.logger.child({ component: 'events' });
   const hub = new EventHub(options.pollsPerInstallation ?? DEFAULT_POLLS_PER_INSTALLATION);
   const listenClient = (listening: ListenClientOptions) =>
-    postgres(url, {
+    postgres(sessionUrl, {
       ...listening,
       onnotice: () => {},
       connect_timeout: 10,

@@ -45,9 +45,10 @@ export async function withBrokerDatabase<T>(config: Config, logger: Logger, work
   }
   let database: Database | undefined;
   try {
-    await applyMigrations(url, logger);
+    const directUrl = config.databaseUrl ? config.databaseDirectUrl : undefined;
+    await applyMigrations(directUrl ?? url, logger, { setting: directUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL' });
     // postgres.js connects on first use, so a command that only migrates opens no connection.
-    database = openDatabase({ url, poolSize: 2, logger });
+    database = openDatabase({ url, ...(directUrl ? { directUrl } : {}), poolSize: 2, logger });
     return await work(database);
   } finally {
     await database?.close();
