@@ -8,6 +8,7 @@ import { MissingDataKeys, missingKeyIds } from './data-keys/in-use.js';
 import { type DataKeys, keyFile, keyIds } from './data-keys/keys.js';
 import { DataDirInUseError } from './db/data-dir-lock.js';
 import { type Database, openDatabase } from './db/database.js';
+import { driverFault } from './db/driver-faults.js';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from './db/embedded.js';
 import { applyMigrations, MigrationError } from './db/migrate.js';
 import { refusedStartupParameter, SessionNotKept } from './db/session-check.js';
@@ -48,6 +49,17 @@ async function main(): Promise<void> {
   // Set when the embedded Postgres died for good: shut down and exit 1, so a supervisor restarts us.
   let lostDatabase: Error | undefined;
   let shutDown: (() => void) | undefined;
+  // An unhandled rejection stops the broker (gracefully once it serves), but for the one the
+  // database driver leaves unhandled, which is not a fault of the broker's (see driverFault).
+  let onRejection = (reason: unknown): void => {
+    logger.fatal({ err: reason }, 'broker failed to start');
+    void closeAll().finally(() => process.exit(1));
+  };
+  process.on('unhandledRejection', (reason) => {
+    const fault = driverFault(reason);
+    if (fault) logger.warn({ err: reason }, fault);
+    else onRejection(reason);
+  });
 
   try {
     let databaseUrl = config.databaseUrl;
@@ -139,10 +151,11 @@ async function main(): Promise<void> {
     // The stop signals and the ignored ones are handled below (see stopOnSignals, ignoreSignals);
     // close-with-grace takes the rest (faults such as SIGSEGV, an uncaught error).
     let stopSignal: NodeJS.Signals | undefined;
+    let rejected: unknown;
     const grace = closeWithGrace(
-      { delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger, skip: [...STOP_SIGNALS, ...IGNORED_SIGNALS] },
+      { delay: config.shutdownGraceMs + CLOSE_MARGIN_MS, logger, skip: [...STOP_SIGNALS, ...IGNORED_SIGNALS, 'unhandledRejection'] },
       async ({ signal, err }) => {
-        if (err) logger.error({ err }, 'shutting down after an error');
+        if (err ?? rejected) logger.error({ err: err ?? rejected }, 'shutting down after an error');
         else if (lostDatabase) logger.fatal({ err: lostDatabase }, 'shutting down: the embedded Postgres is gone');
         else logger.info({ signal: signal ?? stopSignal }, 'shutting down');
         await closeAll();
@@ -150,6 +163,10 @@ async function main(): Promise<void> {
       },
     );
     shutDown = grace.close;
+    onRejection = (reason) => {
+      rejected = reason;
+      grace.close();
+    };
     if (lostDatabase) grace.close();
     stopOnSignals(logger, (signal) => {
       stopSignal = signal;
