@@ -141,7 +141,14 @@ export function openBoundedPool(
    * would be written to a dead socket and never answered. A timer runs after the close.
    */
   function freeLater(lane: Lane, error?: unknown): void {
-    if (error === undefined || error instanceof postgres.PostgresError) queueMicrotask(() => line.free(lane));
+    if (answeredByStandby(error)) {
+      // Its connection is on a server that cannot write (a standby, or a primary demoted under
+      // it): opened again, it goes where the URL says now (`target_session_attrs=primary` picks
+      // the new primary; a moving endpoint, wherever it points). Kept, every write on it would
+      // fail until the server was promoted, if ever. Given to the next use once closed.
+      const close = (lane.client as unknown as { close(): Promise<void> }).close();
+      void close.catch(() => undefined).then(() => line.free(lane));
+    } else if (error === undefined || error instanceof postgres.PostgresError) queueMicrotask(() => line.free(lane));
     else setTimeout(() => line.free(lane), 0);
   }
 
@@ -270,6 +277,17 @@ export function openBoundedPool(
     get: (target, key) => (Object.hasOwn(own, key) ? own[key] : Reflect.get(target, key)),
   });
   return { sql, end };
+}
+
+/**
+ * Postgres's `read_only_sql_transaction`: a write on a server that is not (or no longer) the
+ * primary. Looked for under what wrapped it too (drizzle's error, a transaction's callback).
+ */
+function answeredByStandby(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
+    if (cause instanceof postgres.PostgresError && cause.code === '25006') return true;
+  }
+  return false;
 }
 
 /**

@@ -82,7 +82,7 @@ describe('Postgres frozen', () => {
 });
 
 describe('Postgres that cannot write now', () => {
-  it('answers a write 503 with retry-after, as a standby or a database being failed over does, and still serves reads', async () => {
+  it('answers a write 503 with retry-after, as a standby or a database being failed over does, still serves reads, and writes on a new connection once the server can', async () => {
     // Connections opened from now on are read-only, as on a hot standby an endpoint still points to.
     await real.sql.unsafe(`alter database ${real.name} set default_transaction_read_only = on`);
     const readOnly = openDatabase({ url: real.url, poolSize: 2, logger: createLogger('silent'), timeoutMs: TIMEOUT_MS });
@@ -93,6 +93,12 @@ describe('Postgres that cannot write now', () => {
     try {
       expectUnavailable(await standby.app.inject({ method: 'POST', url: '/v1/installations', payload: {} }));
       expect((await standby.app.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+      // The server can write again (the standby promoted, or the endpoint moved to the primary):
+      // the connection that answered read-only was let go, and the next write takes a new one.
+      await real.sql.unsafe(`alter database ${real.name} reset default_transaction_read_only`);
+      for (let i = 0; i < 4; i++) {
+        expect((await standby.app.inject({ method: 'POST', url: '/v1/installations', payload: {} })).statusCode).toBe(201);
+      }
     } finally {
       await real.sql.unsafe(`alter database ${real.name} reset default_transaction_read_only`);
       await standby.close();
