@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { recordKeyInUse } from '../data-keys/in-use.js';
 import type { DataKeys } from '../data-keys/keys.js';
 import { open, SealError, seal } from '../data-keys/seal.js';
 import type { Sql } from '../db/database.js';
@@ -101,17 +100,21 @@ export class Sealing {
 
   private async check(): Promise<void> {
     try {
+      // The key is recorded in use before the first value is sealed under it (data-keys/in-use.ts),
+      // and again at every look, in the same statement: a rotation that retired it while this
+      // process still seals under it (not yet given the new key) finds it back in use.
+      const mayRecord = this.quiet();
       const [row] = await this.sql<{ previous: boolean }[]>`
-        select exists (select 1 from pg_stat_activity
-                        where datname = current_database()
-                          and application_name = any(string_to_array(${PREVIOUS_RELEASE_APPLICATION_NAMES.join(' ')}, ' '))) as previous`;
+        with previous as (select ${previousReleaseSeen(this.sql)} as connected),
+             recorded as (
+               insert into data_keys_in_use (key_id)
+               select ${this.keys.current.id} from previous where not connected and ${mayRecord}
+               on conflict do nothing)
+        select connected as previous from previous`;
+      const previous = row?.previous ?? false;
       const before = this.checked ? this.sealing() : undefined;
-      if (row?.previous) this.previousSeenAt = this.now();
-      // The key is recorded in use before the first value is sealed under it (data-keys/in-use.ts).
-      if (!this.recorded && !row?.previous && this.quiet()) {
-        await recordKeyInUse(this.sql, this.keys);
-        this.recorded = true;
-      }
+      if (previous) this.previousSeenAt = this.now();
+      if (!previous && mayRecord) this.recorded = true;
       this.checked = true;
       const after = this.sealing();
       if (before !== after) {
@@ -129,7 +132,20 @@ export class Sealing {
   }
 }
 
+/** Whether a broker of the previous release (which reads only clear data) is connected to the database now. */
+export async function previousReleaseConnected(sql: Sql): Promise<boolean> {
+  const [row] = await sql<{ previous: boolean }[]>`select ${previousReleaseSeen(sql)} as previous`;
+  return row?.previous ?? false;
+}
+
+/** The SQL of that question, a fragment of a larger statement. */
+function previousReleaseSeen(sql: Sql) {
+  return sql`exists (select 1 from pg_stat_activity
+                      where datname = current_database()
+                        and application_name = any(string_to_array(${PREVIOUS_RELEASE_APPLICATION_NAMES.join(' ')}, ' ')))`;
+}
+
 /** The additional data a trigger event's sealed data is bound to: its installation's Composio user, and its id. */
-function boundTo(composioUserId: string, eventId: string): string {
+export function boundTo(composioUserId: string, eventId: string): string {
   return `omb-event/1\u0000${composioUserId}\u0000${eventId}`;
 }

@@ -1,5 +1,7 @@
-import { dataKeysStatus } from '../../data-keys/in-use.js';
-import { type Command, cliConfig, parseOptions } from './command.js';
+import { dataKeysStatus, MissingDataKeys, missingKeyIds } from '../../data-keys/in-use.js';
+import { keyFile } from '../../data-keys/keys.js';
+import { DEFAULT_ROTATION_BATCH, rotateEventData } from '../../events/rotation.js';
+import { type Command, CommandFailed, cliConfig, parseOptions, positiveNumber } from './command.js';
 import { cliLogger, describeTarget, withBrokerDatabase } from './database.js';
 
 export const dataKeysStatusCommand: Command = {
@@ -30,5 +32,54 @@ kept: an operator's command, run when needed. Needs no keys.`,
     ];
     io.out(`${lines.join('\n')}\n`);
     return 0;
+  },
+};
+
+export const dataKeysRotateCommand: Command = {
+  name: 'data-keys rotate',
+  summary: 'encrypt every stored trigger event under the first data key, while brokers serve',
+  usage: `Usage: npm run cli -- data-keys rotate [--batch N]
+
+Encrypts every trigger event's data under the first key of DATA_ENCRYPTION_KEYS (the key file in
+DATA_DIR for the embedded default): data under another key is decrypted and encrypted again, data
+stored in clear is encrypted (not while a broker of the previous release is connected, which reads
+only clear data). Safe while brokers serve: N rows a transaction (500 by default), each written
+only if unchanged since it was read; killed, run it again and it goes on with what is left.
+Progress on stderr. Give every broker the new key first (in front: it encrypts, the others still
+decrypt) and restart them, then rotate: a key no stored value is under any more is taken out of
+the keys in use, and brokers may then be started without it.
+
+Exits 0 when every trigger event is under the first key; 1 when some could not be decrypted (a
+key not given) or stay in clear (a broker of the previous release is connected).`,
+
+  async run(args, io, env) {
+    const { values } = parseOptions(args, { batch: { type: 'string' } });
+    const batchSize =
+      values.batch === undefined ? DEFAULT_ROTATION_BATCH : Math.max(1, Math.floor(positiveNumber(values.batch, '--batch', 100_000)));
+    const config = cliConfig(env);
+    const keys = config.dataKeys ?? (config.databaseUrl ? undefined : keyFile(config.dataDir).keys);
+    if (!keys) throw new CommandFailed('DATA_ENCRYPTION_KEYS is not set: give the command the brokers’ keys, the new one first');
+    const result = await withBrokerDatabase(config, cliLogger(config, io), async (database) => {
+      const missing = await missingKeyIds(database.sql, keys);
+      if (missing.length > 0) throw new CommandFailed(new MissingDataKeys(missing).message);
+      io.err(`rotating trigger events' data to the key ${keys.current.id} in ${describeTarget(config)}…\n`);
+      return rotateEventData(database.sql, keys, {
+        batchSize,
+        onBatch: (_, total) =>
+          io.err(`  ${total.resealed} encrypted again, ${total.sealedFromClear} encrypted from clear, ${total.unreadable} not decrypted\n`),
+      });
+    });
+    const lines = [
+      `trigger events' data under ${keys.current.id}: ${result.resealed} encrypted again, ${result.sealedFromClear} encrypted from clear`,
+      ...(result.retired.length > 0
+        ? [`key ids no longer in use: ${result.retired.join(', ')} (brokers may now be started without them)`]
+        : []),
+      ...(result.unreadable > 0 ? [`${result.unreadable} could not be decrypted with the keys given: left as they are`] : []),
+      ...(result.leftInClear > 0
+        ? [`${result.leftInClear} left in clear: a broker of the previous release is connected; run again after the roll`]
+        : []),
+    ];
+    io.out(`${lines.join('\n')}\n`);
+    return result.unreadable > 0 || result.leftInClear > 0 ? 1 : 0;
   },
 };

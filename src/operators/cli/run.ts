@@ -1,6 +1,6 @@
 import { backupCommand, restoreCommand } from './backup.js';
 import { type CliEnv, type CliIo, type Command, CommandFailed, UsageError } from './command.js';
-import { dataKeysStatusCommand } from './data-keys.js';
+import { dataKeysRotateCommand, dataKeysStatusCommand } from './data-keys.js';
 import { importInstallationsCommand } from './import.js';
 import { keysGenerate } from './keys.js';
 import { auditCommand, grantList, installationList, installationShow } from './lookups.js';
@@ -20,6 +20,7 @@ export const COMMANDS: readonly Command[] = [
   backupCommand,
   restoreCommand,
   dataKeysStatusCommand,
+  dataKeysRotateCommand,
   importInstallationsCommand,
   webhookSubscribe,
   webhookRotateSecret,

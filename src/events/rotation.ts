@@ -1,0 +1,131 @@
+import { recordKeyInUse } from '../data-keys/in-use.js';
+import type { DataKeys } from '../data-keys/keys.js';
+import { open, SealError, seal } from '../data-keys/seal.js';
+import type { Sql } from '../db/database.js';
+import { boundTo, previousReleaseConnected } from './sealing.js';
+
+/** Rows read and written back in one transaction: short enough that serving brokers never wait long behind one. */
+export const DEFAULT_ROTATION_BATCH = 500;
+
+export interface RotationBatch {
+  /** Trigger events' data sealed under another key, sealed again under the current one. */
+  readonly resealed: number;
+  /** Trigger events' data stored in clear (before encryption, or beside the previous release), sealed now. */
+  readonly sealedFromClear: number;
+  /** Values that did not open (a key not given, or not sealed for their row): left as they are. */
+  readonly unreadable: number;
+}
+
+export interface RotationResult extends RotationBatch {
+  /** Trigger events' data left in clear because a broker of the previous release is connected (it reads only clear data). */
+  readonly leftInClear: number;
+  /** The key ids no stored value is under any more, taken out of `data_keys_in_use`: brokers may now start without them. */
+  readonly retired: string[];
+}
+
+/**
+ * Seals every trigger event's data under the current data key (`DATA_ENCRYPTION_KEYS`' first),
+ * while brokers serve: what is sealed under another key is opened and sealed again, and what is
+ * in clear is sealed (unless a broker of the previous release is connected, which reads only
+ * clear data). In batches of `batchSize` rows, each one transaction that writes a row only if it
+ * is still what was read, going through the events in their key's order: killed, it is started
+ * again and finds only what is left. A value that does not open is left as it is and counted.
+ *
+ * Once none is left under a key, that key's id leaves `data_keys_in_use`, so brokers may be given
+ * the keys without it. The current key is recorded in use before anything is sealed under it.
+ */
+export async function rotateEventData(
+  sql: Sql,
+  keys: DataKeys,
+  options: { batchSize?: number; onBatch?: (batch: RotationBatch, total: RotationBatch) => void; signal?: AbortSignal } = {},
+): Promise<RotationResult> {
+  const batchSize = options.batchSize ?? DEFAULT_ROTATION_BATCH;
+  await recordKeyInUse(sql, keys);
+  const sealClear = !(await previousReleaseConnected(sql));
+  const current = keys.current.id;
+  const total = { resealed: 0, sealedFromClear: 0, unreadable: 0 };
+  let after: { installationId: string; position: string; receivedAt: string } | undefined;
+  for (;;) {
+    options.signal?.throwIfAborted();
+    const rows = await sql<
+      {
+        installation_id: string;
+        position: string;
+        received_at: string;
+        id: string;
+        sealed: Buffer | null;
+        data_text: string | null;
+        composio_user_id: string;
+      }[]
+    >`
+      select e.installation_id, e.position::text as position, e.received_at::text as received_at, e.id, e.sealed,
+             case when e.sealed is null then e.data::text end as data_text, i.composio_user_id
+        from events e join installations i on i.id = e.installation_id
+       where e.type = 'trigger.event'
+         and (${after === undefined} or (e.installation_id, e.position, e.received_at)
+              > (${after?.installationId ?? null}::uuid, ${after?.position ?? null}::bigint, ${after?.receivedAt ?? null}::timestamptz))
+         and case when e.sealed is null then e.data is not null and ${sealClear}
+                  else substring(e.sealed from 3 for get_byte(e.sealed, 1)) <> convert_to(${current}, 'SQL_ASCII') end
+       order by e.installation_id, e.position, e.received_at
+       limit ${batchSize}`;
+    if (rows.length === 0) break;
+    const last = rows.at(-1)!;
+    after = { installationId: last.installation_id, position: last.position, receivedAt: last.received_at };
+
+    const batch = { resealed: 0, sealedFromClear: 0, unreadable: 0 };
+    const writes: { installationId: string; position: string; receivedAt: string; was: string | null; sealed: string }[] = [];
+    for (const row of rows) {
+      const bound = boundTo(row.composio_user_id, row.id);
+      let text: Buffer;
+      if (row.sealed === null) text = Buffer.from(row.data_text!, 'utf8');
+      else {
+        try {
+          text = open(keys, row.sealed, bound);
+        } catch (error) {
+          if (!(error instanceof SealError)) throw error;
+          batch.unreadable++;
+          continue;
+        }
+      }
+      writes.push({
+        installationId: row.installation_id,
+        position: row.position,
+        receivedAt: row.received_at,
+        was: row.sealed?.toString('base64') ?? null,
+        sealed: seal(keys, text, bound).toString('base64'),
+      });
+    }
+    if (writes.length > 0) {
+      // Written only where the row still holds what was read (a row acknowledged and removed, or
+      // sealed again by another run meanwhile, is left alone).
+      const written = await sql<{ cleared: boolean }[]>`
+        update events e set sealed = decode(v.sealed, 'base64'), data = null
+          from unnest(${writes.map((w) => w.installationId)}::text[], ${writes.map((w) => w.position)}::text[],
+                      ${writes.map((w) => w.receivedAt)}::text[], ${writes.map((w) => w.was)}::text[],
+                      ${writes.map((w) => w.sealed)}::text[]) as v(installation_id, position, received_at, was, sealed)
+         where e.installation_id = v.installation_id::uuid and e.position = v.position::bigint
+           and e.received_at = v.received_at::timestamptz
+           and e.sealed is not distinct from decode(v.was, 'base64')
+        returning v.was is null as cleared`;
+      for (const row of written) {
+        if (row.cleared) batch.sealedFromClear++;
+        else batch.resealed++;
+      }
+    }
+    total.resealed += batch.resealed;
+    total.sealedFromClear += batch.sealedFromClear;
+    total.unreadable += batch.unreadable;
+    options.onBatch?.(batch, { ...total });
+  }
+
+  const [left] = await sql<{ n: number }[]>`
+    select count(*)::int as n from events where type = 'trigger.event' and sealed is null and data is not null`;
+  const retired = await sql<{ key_id: string }[]>`
+    delete from data_keys_in_use k
+     where k.key_id <> ${current}
+       and not exists (select 1 from events e
+                        where e.sealed is not null
+                          and substring(e.sealed from 3 for get_byte(e.sealed, 1)) = convert_to(k.key_id, 'SQL_ASCII'))
+    returning k.key_id`;
+  return { ...total, leftInClear: left?.n ?? 0, retired: retired.map((row) => row.key_id).sort() };
+}

@@ -1,0 +1,139 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { missingKeyIds } from '../../src/data-keys/in-use.js';
+import { parseDataKeys } from '../../src/data-keys/keys.js';
+import { rotateEventData } from '../../src/events/rotation.js';
+import { Sealing } from '../../src/events/sealing.js';
+import { createLogger } from '../../src/logger.js';
+import { runCli } from '../operators/support.js';
+import { buildTestApp, register, type TestApp } from '../support/app.js';
+import { TEST_DATA_KEYS } from '../support/data-keys.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { until } from '../support/http.js';
+import { BROKER_ENV, getEvents, insertTrigger, post, signed, type TestTrigger, triggerMessage } from './helpers.js';
+
+/**
+ * `npm run cli -- data-keys rotate`: every trigger event's data sealed under the first data key,
+ * while brokers serve. What was under the old key, and what was in clear, is handed back as
+ * before; the old key leaves the keys in use, so brokers start without it.
+ */
+
+const NEW_KEYS = `fresh:${randomBytes(32).toString('base64')},${TEST_DATA_KEYS}`;
+
+let database: TestDatabase;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(() => database.drop());
+
+async function accepted(t: TestApp, trigger: TestTrigger, data: Record<string, unknown>): Promise<string> {
+  const webhook = signed(triggerMessage(trigger, data), { at: t.clock.now() });
+  expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
+  return webhook.id;
+}
+
+async function keyIdsOfEvents(installationId: string): Promise<Array<string | null>> {
+  const rows = await database.sql<{ key_id: string | null }[]>`
+    select case when sealed is null then null else convert_from(substring(sealed from 3 for get_byte(sealed, 1)), 'SQL_ASCII') end as key_id
+      from events where installation_id = ${installationId} order by position`;
+  return rows.map((row) => row.key_id);
+}
+
+describe('rotating the data keys', () => {
+  it('seals every trigger event under the new key while webhooks arrive, serves them all, and retires the old key', async () => {
+    // Brokers of the old key store events; a few are in clear, as the previous release stored them.
+    const before = await buildTestApp(BROKER_ENV, { database });
+    const owner = await register(before.app);
+    const trigger = await insertTrigger(database, owner.installationId);
+    for (let n = 0; n < 12; n++) await accepted(before, trigger, { n });
+    await database.sql`update events set data = jsonb_build_object('n', position - 1), sealed = null
+                        where installation_id = ${owner.installationId} and position <= 3`;
+    await before.close();
+
+    // The brokers get the new key in front and serve; the rotation runs beside them, in small
+    // batches, while webhooks keep coming.
+    const during = await buildTestApp({ ...BROKER_ENV, DATA_ENCRYPTION_KEYS: NEW_KEYS }, { database });
+    let sending = true;
+    const sender = (async () => {
+      for (let n = 12; sending; n++) await accepted(during, trigger, { n });
+    })();
+    const batches: number[] = [];
+    const result = await rotateEventData(database.sql, parseKeys(NEW_KEYS), {
+      batchSize: 4,
+      onBatch: (batch) => batches.push(batch.resealed + batch.sealedFromClear),
+    });
+    sending = false;
+    await sender;
+    expect(result).toMatchObject({ resealed: 9, sealedFromClear: 3, unreadable: 0, leftInClear: 0, retired: ['test'] });
+    expect(batches.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(await keyIdsOfEvents(owner.installationId))).toEqual(new Set(['fresh']));
+    await during.close();
+
+    // A broker given only the new key starts and hands back every event.
+    const after = await buildTestApp({ ...BROKER_ENV, DATA_ENCRYPTION_KEYS: NEW_KEYS.split(',')[0]! }, { database });
+    try {
+      expect(await missingKeyIds(database.sql, parseKeys(NEW_KEYS.split(',')[0]!))).toEqual([]);
+      const answer = await getEvents(after, owner.auth, { limit: 100 });
+      const ns = answer.json<{ events: Array<{ data: { n: number } }> }>().events.map((e) => e.data.n);
+      expect(ns.slice(0, 12)).toEqual(Array.from({ length: 12 }, (_, n) => n));
+      expect(ns).toEqual(Array.from({ length: ns.length }, (_, n) => n));
+      // Webhooks arrived while it ran, sealed under the new key by the serving broker.
+      expect(ns.length).toBeGreaterThan(12);
+    } finally {
+      await after.close();
+    }
+  });
+
+  it('goes on where a killed run stopped, and leaves what does not open for its row as it is, saying so', async () => {
+    const t = await buildTestApp(BROKER_ENV, { database });
+    const owner = await register(t.app);
+    const other = await register(t.app);
+    const [mine, theirs] = await Promise.all([
+      insertTrigger(database, owner.installationId),
+      insertTrigger(database, other.installationId),
+    ]);
+    const ids = [];
+    for (let n = 0; n < 6; n++) ids.push(await accepted(t, mine, { n }));
+    const copied = await accepted(t, theirs, { n: 'theirs' });
+    await t.close();
+    // A sealed value moved into another installation's row: it never opens there.
+    await database.sql`update events set sealed = (select sealed from events where id = ${ids[0]!}) where id = ${copied}`;
+
+    const keys = parseKeys(NEW_KEYS);
+    const stop = new AbortController();
+    const killed = rotateEventData(database.sql, keys, { batchSize: 2, onBatch: () => stop.abort(), signal: stop.signal });
+    await expect(killed).rejects.toThrow();
+    const done = await runCli(['data-keys', 'rotate', '--batch', '3'], { DATABASE_URL: database.url, DATA_ENCRYPTION_KEYS: NEW_KEYS });
+    expect(done.code).toBe(1);
+    expect(done.stdout).toContain('1 could not be decrypted with the keys given: left as they are');
+    expect(done.stderr).toContain('rotating trigger events');
+    expect(await keyIdsOfEvents(owner.installationId)).toEqual(Array(6).fill('fresh'));
+    expect(await keyIdsOfEvents(other.installationId)).toEqual(['test']);
+    // The old key still protects that value: it stays in use.
+    expect((await database.sql`select key_id from data_keys_in_use order by key_id`).map((r) => r.key_id)).toEqual(['fresh', 'test']);
+  });
+});
+
+describe('a broker still sealing under a key a rotation retired', () => {
+  it('records it in use again at its next look, so that no broker starts without it', async () => {
+    const sealing = new Sealing(parseKeys(TEST_DATA_KEYS), database.sql, createLogger('silent'), { checkEveryMs: 50, settleMs: 0 });
+    await sealing.start();
+    try {
+      expect(sealing.sealing()).toBe(true);
+      await database.sql`delete from data_keys_in_use where key_id = 'test'`;
+      await until(
+        async () => (await database.sql`select 1 from data_keys_in_use where key_id = 'test'`).length === 1,
+        5_000,
+        'the key recorded in use again',
+      );
+    } finally {
+      sealing.stop();
+    }
+  });
+});
+
+function parseKeys(text: string) {
+  const parsed = parseDataKeys(text, 'DATA_ENCRYPTION_KEYS');
+  if ('problems' in parsed) throw new Error(parsed.problems.join());
+  return parsed.keys;
+}
