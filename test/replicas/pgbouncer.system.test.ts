@@ -2,11 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { composioUserIdFor } from '../../src/installations/tokens.js';
+import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { BROKER_ENV, insertTrigger, signed, type TestTrigger, triggerMessage } from '../events/helpers.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
 import { withDatabase } from '../support/database.js';
 import { type Registered, registerOver } from '../support/http.js';
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
+import { githubCommitBody } from '../triggers/support.js';
 
 /**
  * Three broker processes on one Postgres through Debian's PgBouncer in transaction mode, with a
@@ -28,6 +31,7 @@ let direct: string;
 let admin: postgres.Sql;
 let sql: postgres.Sql;
 let bouncer: PgBouncer;
+let sim: Simulator;
 let brokers: BrokerProcess[] = [];
 
 beforeAll(async () => {
@@ -38,8 +42,11 @@ beforeAll(async () => {
   direct = withDatabase(adminUrl, name);
   sql = postgres(direct, { max: 2, onnotice: () => {}, connection: { application_name: 'omb-test' } });
   bouncer = await startPgBouncer({ upstream: direct, poolSize: SERVER_POOL });
+  sim = await startSimulator({ apiKey: `sim_pooled_${randomBytes(8).toString('hex')}`, logger: false });
   const env = {
     ...BROKER_ENV,
+    COMPOSIO_API_KEY: sim.apiKey,
+    COMPOSIO_BASE_URL: sim.origin,
     DATABASE_URL: bouncer.url(name),
     DATABASE_DIRECT_URL: direct,
     DATABASE_POOL_SIZE: String(POOL_SIZE),
@@ -54,6 +61,7 @@ afterAll(async () => {
   await Promise.all(brokers.map((broker) => broker.stop('SIGKILL')));
   await sql?.end({ timeout: 1 });
   await bouncer?.stop();
+  await sim?.close();
   await admin?.unsafe(`drop database if exists ${name} with (force)`);
   await admin?.end();
 });
@@ -212,6 +220,32 @@ describe('three brokers through PgBouncer in transaction mode', () => {
     expect(most).toBeLessThanOrEqual(SERVER_POOL + BROKERS * 3);
     expect(most).toBeLessThan(BROKERS * (POOL_SIZE + 2));
   }, 180_000);
+
+  it('store every trigger they answer 201 for, made at once through the three (a transaction each)', async () => {
+    const subs = await subscribers(INSTALLATIONS);
+    const made = await Promise.all(
+      subs.flatMap((who, i) =>
+        Array.from({ length: 5 }, async (_, k) => {
+          const account = sim.controls.createAccount({
+            userId: composioUserIdFor(who.installationId),
+            toolkit: 'github',
+            alias: `repo${k}`,
+            status: 'ACTIVE',
+          });
+          const response = await fetch(`${brokers[(i + k) % BROKERS]!.url}/v1/triggers`, {
+            method: 'POST',
+            headers: { ...who.auth, 'content-type': 'application/json' },
+            body: JSON.stringify(githubCommitBody(account.id, { automationId: `auto_${k}` })),
+          });
+          return { status: response.status, body: (await response.json()) as { id?: string } };
+        }),
+      ),
+    );
+    expect(made.map((m) => m.status)).toEqual(made.map(() => 201));
+    const ids = made.map((m) => m.body.id!);
+    const stored = await sql<{ id: string }[]>`select id from triggers where id = any(${ids}::uuid[])`;
+    expect(stored.map((row) => row.id).sort()).toEqual([...ids].sort());
+  }, 60_000);
 
   it('refuse to start on the pooler alone, where LISTEN would be deaf and session locks land anywhere, naming DATABASE_DIRECT_URL', async () => {
     // As an operator might try first: the bouncer told to drop the parameter it refuses.
