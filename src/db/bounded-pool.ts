@@ -75,10 +75,16 @@ export function openBoundedPool(
   const clients = Array.from({ length: Math.max(1, options.size) }, () => postgres(url, { ...options.client, max: 1 }));
   const first = clients[0]!;
   // One pool to postgres.js's eyes in what it keeps per client: the failed attempts its backoff
-  // counts, and which array type goes with each type (read when `sql.array` values are sent: the
-  // lane that fetched the types may not be the one sending).
+  // counts, which array type goes with each type (read when `sql.array` values are sent: the lane
+  // that fetched the types may not be the one sending), and how each type is written and read. A
+  // connection reads the array types when it opens, and does not retry a read that failed (its
+  // `fetchArrayTypes`): alone, a lane whose read failed (the database or a pooler going away at
+  // that moment) would write an array as `a,b`, which Postgres refuses (`22P02`). drizzle sets
+  // its own parsers on `sql.options` (node_modules/drizzle-orm/postgres-js/driver.js): the first
+  // client's, so every lane's.
+  const shared = first.options as unknown as Record<'shared' | 'parsers' | 'serializers', unknown>;
   for (const client of clients)
-    (client.options as unknown as { shared: unknown }).shared = (first.options as unknown as { shared: unknown }).shared;
+    Object.assign(client.options, { shared: shared.shared, parsers: shared.parsers, serializers: shared.serializers });
   const line = new Line(clients.map((client) => ({ client, start: (empty(client) as DriverQuery).handler })));
   let ending = false;
   const ended = () => Object.assign(new Error('the database pool is closed'), { code: 'CONNECTION_ENDED' });
@@ -263,14 +269,6 @@ export function openBoundedPool(
     reserve,
     end,
     close: () => Promise.all(clients.map((client) => (client as unknown as { close(): Promise<void> }).close())).then(() => undefined),
-    // drizzle sets its type parsers on `sql.options` (node_modules/drizzle-orm/postgres-js/driver.js):
-    // every lane's connections parse with its own client's, so they are set on each.
-    options: new Proxy(first.options, {
-      get: (target, key) =>
-        key === 'parsers' || key === 'serializers'
-          ? everywhere(clients.map((client) => client.options[key] as Record<string, unknown>))
-          : Reflect.get(target, key),
-    }),
   };
   const sql = new Proxy(first, {
     apply: (target, thisArg, args) => bound(Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args)),
@@ -411,14 +409,4 @@ const UNSENDABLE: readonly string[] = Object.freeze(['', '']);
 /** A query of `client` that is never sent: only read for its `handler`. */
 function empty(client: Sql): unknown {
   return client``;
-}
-
-/** An object whose writes go to every one of `targets`, read from the first. */
-function everywhere(targets: Record<string, unknown>[]): Record<string, unknown> {
-  return new Proxy(targets[0]!, {
-    set: (_target, key, value) => {
-      for (const target of targets) Reflect.set(target, key, value);
-      return true;
-    },
-  });
 }
