@@ -79,12 +79,15 @@ export function openBoundedPool(
   // that fetched the types may not be the one sending), and how each type is written and read. A
   // connection reads the array types when it opens, and does not retry a read that failed (its
   // `fetchArrayTypes`): alone, a lane whose read failed (the database or a pooler going away at
-  // that moment) would write an array as `a,b`, which Postgres refuses (`22P02`). drizzle sets
-  // its own parsers on `sql.options` (node_modules/drizzle-orm/postgres-js/driver.js): the first
-  // client's, so every lane's.
-  const shared = first.options as unknown as Record<'shared' | 'parsers' | 'serializers', unknown>;
-  for (const client of clients)
-    Object.assign(client.options, { shared: shared.shared, parsers: shared.parsers, serializers: shared.serializers });
+  // that moment) would write an array as `a,b`, which Postgres refuses (`22P02`), and read one as
+  // text. Writers are looked up as they are used, so every lane takes the first's; each
+  // connection holds on to its own readers, so a reader set on any lane (what a read of the types
+  // adds, drizzle's own on `sql.options`) is set on every lane's.
+  const firstOptions = first.options as unknown as Record<'shared' | 'parsers' | 'serializers', Record<string, unknown>>;
+  const parsers = everywhere(clients.map((client) => (client.options as unknown as typeof firstOptions).parsers));
+  for (const client of clients) {
+    Object.assign(client.options, { shared: firstOptions.shared, serializers: firstOptions.serializers, parsers });
+  }
   const line = new Line(clients.map((client) => ({ client, start: (empty(client) as DriverQuery).handler })));
   let ending = false;
   const ended = () => Object.assign(new Error('the database pool is closed'), { code: 'CONNECTION_ENDED' });
@@ -409,4 +412,14 @@ const UNSENDABLE: readonly string[] = Object.freeze(['', '']);
 /** A query of `client` that is never sent: only read for its `handler`. */
 function empty(client: Sql): unknown {
   return client``;
+}
+
+/** An object whose writes go to every one of `targets`, read from the first. */
+function everywhere(targets: Record<string, unknown>[]): Record<string, unknown> {
+  return new Proxy(targets[0]!, {
+    set: (_target, key, value) => {
+      for (const target of targets) Reflect.set(target, key, value);
+      return true;
+    },
+  });
 }

@@ -45,6 +45,9 @@ describe('a pool lane whose connection could not read the array types', () => {
 
       const answers = await Promise.all(Array.from({ length: 6 }, unnest));
       for (const rows of answers) expect(rows.map((row) => row.x)).toEqual(['a', 'b']);
+      // And reads them as arrays, on whichever lane.
+      const read = await Promise.all(Array.from({ length: 6 }, () => pool.sql<{ xs: string[] }[]>`select array['a', 'b'] as xs`));
+      for (const rows of read) expect(rows[0]!.xs).toEqual(['a', 'b']);
     } finally {
       await pool.end();
       process.removeAllListeners('unhandledRejection');
