@@ -10,16 +10,20 @@ import { type Simulator, startSimulator } from '../src/sim/index.js';
 import { type BrokerProcess, startBroker } from '../test/support/broker-process.js';
 import { registerOver } from '../test/support/http.js';
 import { benchRun, percentile, rounded, rssKiB } from './lib.js';
-import { embeddedDatabase, replicatedDatabase, type SoakDatabase } from './soak-database.js';
+import { embeddedDatabase, pgBouncerInFront, replicatedDatabase, type SoakDatabase, type SoakPooler } from './soak-database.js';
 import { type Brokers, Consumers, Ledger, type SoakInstallation, seededRandom, sideTraffic, WebhookSender } from './soak-traffic.js';
 
 /**
- * `npm run soak -- --minutes N [--standby] [--seed S]`: the broker under a steady, ordinary load
+ * `npm run soak -- --minutes N [--standby] [--pooled] [--seed S]`: the broker under a steady, ordinary load
  * for N minutes (default 10), with faults on a schedule, checking that every webhook a broker
  * answered 2xx reaches its installation's app exactly once and in order.
  *
  * - Postgres: one embedded server (restarted once mid-run), or with `--standby` a primary and a
  *   synchronous standby (failed over once mid-run).
+ * - With `--pooled`, PgBouncer in transaction mode between the brokers and Postgres (either kind),
+ *   its server pool smaller than the brokers' pools together: `DATABASE_URL` is the bouncer,
+ *   `DATABASE_DIRECT_URL` Postgres itself (LISTEN, session locks, migrations). The bouncer is
+ *   killed (`kill -9`) and started again once, besides the database's own fault.
  * - Composio: the simulator sandbox mode runs, in this process; both brokers use it. It answers
  *   5xx, then 429 with `retry-after`, then slowly, each for a while.
  * - Two brokers started as `npm start` starts them, on that database.
@@ -38,6 +42,7 @@ const { values: args } = parseArgs({
   options: {
     minutes: { type: 'string', default: '10' },
     standby: { type: 'boolean', default: false },
+    pooled: { type: 'boolean', default: false },
     seed: { type: 'string' },
   },
 });
@@ -63,6 +68,13 @@ const QUIET_MS = 3_000;
 const SAMPLE_EVERY_MS = 5_000;
 const PROGRESS_EVERY_MS = 30_000;
 const POOL_SIZE = 12;
+/** With `--pooled`: the bouncer's server connections, fewer than the brokers' two pools together (2 × 12, and a health connection each). */
+const SERVER_POOL_SIZE = 10;
+/**
+ * Connections each broker holds, or may open, to Postgres itself whatever DATABASE_URL is: its
+ * LISTEN connection and up to two for session locks (src/db/database.ts, docs/operating.md "Behind a pooler").
+ */
+const DIRECT_CONNECTIONS_PER_BROKER = 3;
 const SECRET = `whsec_soak_${randomBytes(12).toString('hex')}`;
 const METRICS_TOKEN = randomBytes(16).toString('hex');
 
@@ -83,7 +95,13 @@ const say = (text: string) => process.stderr.write(`${text}\n`);
 interface Sample {
   at: number;
   rssMb: number[];
-  connections?: { total: number; brokers: number };
+  /**
+   * Postgres's client connections, the soak's own left out: `total` all of them; `brokers` those
+   * of the brokers' pools (by their application_name; with `--pooled`, the bouncer's server
+   * connections, which carry the name of whichever client was linked last, so counted as all but
+   * the direct ones); `direct` the LISTEN and session-lock connections (to Postgres itself).
+   */
+  connections?: { total: number; brokers: number; direct: number };
 }
 
 interface FaultRecord {
@@ -110,14 +128,19 @@ if (report) {
 }
 
 async function main(): Promise<void> {
-  say(`soak: ${MINUTES} min, seed ${SEED}${args.standby ? ', with a standby' : ''}; setting up…`);
+  say(
+    `soak: ${MINUTES} min, seed ${SEED}${args.standby ? ', with a standby' : ''}${args.pooled ? ', through PgBouncer' : ''}; setting up…`,
+  );
   const database: SoakDatabase = args.standby ? await replicatedDatabase(log) : await embeddedDatabase(dataDir, log);
   cleanups.push(() => database.stop());
+  const pooler = args.pooled ? await pgBouncerInFront(database, SERVER_POOL_SIZE) : undefined;
+  if (pooler) cleanups.push(() => pooler.stop());
   const sim = await startSimulator({ apiKey: `sim_soak_${randomBytes(12).toString('hex')}`, logger: false });
   cleanups.push(() => sim.close());
 
   const env = {
-    DATABASE_URL: database.url,
+    DATABASE_URL: pooler?.url ?? database.url,
+    ...(pooler ? { DATABASE_DIRECT_URL: database.url } : {}),
     DATABASE_POOL_SIZE: String(POOL_SIZE),
     COMPOSIO_API_KEY: sim.apiKey,
     COMPOSIO_BASE_URL: sim.origin,
@@ -149,10 +172,13 @@ async function main(): Promise<void> {
   }
   const targets: Brokers = { urls: brokers.map((b) => b.url) };
 
+  // Postgres itself, pooled or not: what it holds is what the samples count.
   const sql = postgres(database.url, { max: 1, connect_timeout: 3, onnotice: () => {} });
   cleanups.push(() => sql.end({ timeout: 1 }));
   const installations = await seedInstallations(targets, sim, sql);
-  say(`soak: ready — ${database.description}, 2 brokers, ${INSTALLATIONS} installations; running ${MINUTES} min`);
+  say(
+    `soak: ready — ${database.description}${pooler ? ` behind ${pooler.description}` : ''}, 2 brokers, ${INSTALLATIONS} installations; running ${MINUTES} min`,
+  );
 
   const startedAt = performance.now();
   const ledger = new Ledger(startedAt);
@@ -182,7 +208,7 @@ async function main(): Promise<void> {
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
-      samples.push(await sample(ledger.now(), brokers, sql));
+      samples.push(await sample(ledger.now(), brokers, sql, pooler !== undefined));
       await sleep(SAMPLE_EVERY_MS);
     }
   })();
@@ -197,7 +223,7 @@ async function main(): Promise<void> {
   cleanups.push(async () => clearInterval(progress));
 
   // Together, so a fault that fails ends the run (and its clean-up) at once.
-  await Promise.all([sender.generate(RUN_MS), runFaults({ database, sim, brokers, ledger, faults }), side]);
+  await Promise.all([sender.generate(RUN_MS), runFaults({ database, pooler, sim, brokers, ledger, faults }), side]);
 
   // The drain: refused events retried until accepted, then the apps given time to receive them all.
   say(`soak ${clock(ledger.now())}: the run is over; draining (refused webhooks retried, the apps receiving the rest)`);
@@ -214,9 +240,11 @@ async function main(): Promise<void> {
     if (errors.count > 0) say(`soak: broker ${broker} logged ${errors.count} unexpected line(s); the first:\n${errors.first.join('\n')}`);
   }
   report = {
-    ...summary({ ledger, samples, faults, brokerExits }),
+    ...summary({ ledger, samples, faults, brokerExits, pooler }),
     brokerUnexpectedLogLines: Object.fromEntries(brokerErrors.map(({ broker, errors }) => [broker, errors.count])),
   };
+  // The bouncer's folder (and its log) goes with its clean-up: a failing run says its last words first.
+  if (pooler && (report.failures as string[]).length > 0) say(`soak: PgBouncer's last log lines:\n${await pooler.logTail(40)}`);
 }
 
 /**
@@ -284,8 +312,11 @@ async function seedInstallations(brokers: Brokers, sim: Simulator, sql: postgres
   return installations;
 }
 
-/** Each broker's resident memory, and the database's client connections (none when it is away). */
-async function sample(at: number, brokers: readonly BrokerProcess[], sql: postgres.Sql): Promise<Sample> {
+/**
+ * Each broker's resident memory, and the database's client connections (none when it is away):
+ * all of them, the pools', and the direct ones (see `Sample`).
+ */
+async function sample(at: number, brokers: readonly BrokerProcess[], sql: postgres.Sql, pooled: boolean): Promise<Sample> {
   const rssMb = brokers.map((b) => {
     try {
       return rounded(rssKiB(b.child.pid!) / 1024, 1);
@@ -295,31 +326,38 @@ async function sample(at: number, brokers: readonly BrokerProcess[], sql: postgr
   });
   try {
     const [row] = await Promise.race([
-      sql<{ total: number; brokers: number }[]>`
-        select count(*)::int as total, count(*) filter (where application_name = ${APPLICATION_NAMES.pool})::int as brokers
+      sql<{ total: number; named: number; direct: number }[]>`
+        select count(*)::int as total,
+               count(*) filter (where application_name = ${APPLICATION_NAMES.pool})::int as named,
+               count(*) filter (where application_name in (${APPLICATION_NAMES.listen}, ${APPLICATION_NAMES.sessions}))::int as direct
           from pg_stat_activity
          where backend_type = 'client backend' and pid <> pg_backend_pid()`,
       sleep(3_000).then(() => []),
     ]);
-    return { at, rssMb, ...(row ? { connections: row } : {}) };
+    if (!row) return { at, rssMb };
+    // Through the bouncer only the LISTEN and session-lock connections reach Postgres directly;
+    // every other one is the bouncer's (its server pool), whatever name it last took on.
+    const connections = { total: row.total, brokers: pooled ? row.total - row.direct : row.named, direct: row.direct };
+    return { at, rssMb, connections };
   } catch {
     return { at, rssMb };
   }
 }
 
 /**
- * The faults, spread over the run: Composio answering 5xx in the first third, the database
- * away (restarted, or failed over) and Composio limiting in the middle one, Composio slow in the
- * last one.
+ * The faults, spread over the run: Composio answering 5xx in the first third (and with
+ * `--pooled` PgBouncer killed after it), the database away (restarted, or failed over) and
+ * Composio limiting in the middle one, Composio slow in the last one.
  */
 async function runFaults(options: {
   database: SoakDatabase;
+  pooler: SoakPooler | undefined;
   sim: Simulator;
   brokers: readonly BrokerProcess[];
   ledger: Ledger;
   faults: FaultRecord[];
 }): Promise<void> {
-  const { database, sim, brokers, ledger, faults } = options;
+  const { database, pooler, sim, brokers, ledger, faults } = options;
   const at = async (share: number) => {
     const wait = share * RUN_MS - ledger.now();
     if (wait > 0) await sleep(wait);
@@ -330,28 +368,37 @@ async function runFaults(options: {
     sim.controls.injectFault({ ...spec, durationMs: COMPOSIO_FAULT_MS });
   };
 
+  /** A fault that takes something away: recorded with its own figures, then when both brokers answered `/health` 200 again. */
+  const outage = async (share: number, fault: string, cause: (outageMs: number) => Promise<Record<string, unknown>>) => {
+    await at(share);
+    const record: FaultRecord = { fault, atS: seconds(ledger.now()) };
+    faults.push(record);
+    const startedAt = ledger.now();
+    Object.assign(record, await cause(DATABASE_OUTAGE_MS));
+    const back = await Promise.all(brokers.map((broker) => healthy(broker.url, 60_000)));
+    // null: a broker was still not healthy a minute after the fault ended.
+    record.brokersHealthyAfterS = back.every(Boolean) ? seconds(ledger.now() - startedAt) : null;
+  };
+
   await composio(0.15, 'composio_5xx', { status: 503 });
-  await at(0.45);
-  const record: FaultRecord = { fault: database.faultName, atS: seconds(ledger.now()) };
-  faults.push(record);
-  const startedAt = ledger.now();
-  Object.assign(record, await database.fault(DATABASE_OUTAGE_MS));
-  await Promise.all(brokers.map((broker) => healthy(broker.url, 60_000)));
-  record.brokersHealthyAfterS = seconds(ledger.now() - startedAt);
+  if (pooler) await outage(0.3, pooler.faultName, (ms) => pooler.fault(ms));
+  await outage(0.45, database.faultName, (ms) => database.fault(ms));
   await composio(0.6, 'composio_429', { status: 429, retryAfter: 2 });
   await composio(0.78, 'composio_slow', { delayMs: 4_000 });
 }
 
-async function healthy(url: string, timeoutMs: number): Promise<void> {
+/** Whether the broker answered `/health` 200 within `timeoutMs`. */
+async function healthy(url: string, timeoutMs: number): Promise<boolean> {
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
     const status = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) }).then(
       (r) => r.status,
       () => 0,
     );
-    if (status === 200) return;
+    if (status === 200) return true;
     await sleep(100);
   }
+  return false;
 }
 
 /** The figures of one third of the run. */
@@ -360,17 +407,23 @@ function third(samples: Sample[], ledger: Ledger, from: number, to: number) {
   const rss = (i: number) => within.map((s) => s.rssMb[i]!).filter(Number.isFinite);
   const connections = within.flatMap((s) => (s.connections ? [s.connections.total] : []));
   const brokerConnections = within.flatMap((s) => (s.connections ? [s.connections.brokers] : []));
+  const directConnections = within.flatMap((s) => (s.connections ? [s.connections.direct] : []));
   const latencies = ledger.latencies.filter((l) => l.acceptedAt >= from && l.acceptedAt < to).map((l) => l.ms);
   return {
     fromS: seconds(from),
     toS: seconds(to),
     brokerRssMb: ['A', 'B'].map((name, i) => ({ broker: name, median: middle(rss(i)), max: maxOf(rss(i)) })),
-    // All client connections (the soak's own left out), and the brokers' (`application_name` omb-broker/<release>).
+    // All client connections (the soak's own left out): with --pooled, all Postgres holds (the
+    // bouncer's server pool and the brokers' direct connections). `brokers`: the brokers' pools
+    // (`application_name` omb-broker/<release>; with --pooled, the bouncer's server connections).
+    // `direct`: the LISTEN and session-lock connections.
     pgConnections: {
       median: middle(connections),
       max: maxOf(connections),
       brokersMedian: middle(brokerConnections),
       brokersMax: maxOf(brokerConnections),
+      directMedian: middle(directConnections),
+      directMax: maxOf(directConnections),
       samples: connections.length,
     },
     deliveryLatencyMs: {
@@ -382,25 +435,34 @@ function third(samples: Sample[], ledger: Ledger, from: number, to: number) {
 }
 
 /** The JSON line: counts, faults, the first and last thirds, and the verdicts. */
-function summary(options: { ledger: Ledger; samples: Sample[]; faults: FaultRecord[]; brokerExits: string[] }) {
-  const { ledger, samples, faults, brokerExits } = options;
+function summary(options: {
+  ledger: Ledger;
+  samples: Sample[];
+  faults: FaultRecord[];
+  brokerExits: string[];
+  pooler: SoakPooler | undefined;
+}) {
+  const { ledger, samples, faults, brokerExits, pooler } = options;
   const first = third(samples, ledger, 0, RUN_MS / 3);
   const last = third(samples, ledger, (2 * RUN_MS) / 3, RUN_MS + 1);
   // Memory: a broker grows when its last third's median is over its first's by 15 % and 15 MB
-  // (the first third already holds the warm-up). Connections: when the last third saw more than
-  // the first by over 2, or more than the two pools (each DATABASE_POOL_SIZE plus its LISTEN and /health connections).
+  // (the first third already holds the warm-up). Connections: when the pools' connections in the
+  // last third were more than in the first by over 2, or there were ever more than the two pools
+  // (each DATABASE_POOL_SIZE plus its LISTEN and /health connections). With --pooled, the pools'
+  // are the bouncer's server connections, and the bound is on all Postgres holds: the server pool
+  // and each broker's direct connections (the session-lock ones come and go with the jobs, so
+  // they are left out of the thirds' comparison).
   const memory = first.brokerRssMb.map((f, i) => {
     const l = last.brokerRssMb[i]!;
     const grew = f.median !== null && l.median !== null && l.median > f.median * 1.15 && l.median - f.median > 15;
     return { broker: f.broker, firstMb: f.median, lastMb: l.median, verdict: grew ? 'growing' : 'flat' };
   });
-  const poolBound = 2 * (POOL_SIZE + 2);
-  const mostBrokerConnections = maxOf(samples.flatMap((s) => (s.connections ? [s.connections.brokers] : [])));
-  const connectionsGrew =
-    (first.pgConnections.brokersMax !== null &&
-      last.pgConnections.brokersMax !== null &&
-      last.pgConnections.brokersMax > first.pgConnections.brokersMax + 2) ||
-    (mostBrokerConnections ?? 0) > poolBound;
+  const poolBound = pooler ? pooler.serverPoolSize + 2 * DIRECT_CONNECTIONS_PER_BROKER : 2 * (POOL_SIZE + 2);
+  const counted = (c: NonNullable<Sample['connections']>) => (pooler ? c.total : c.brokers);
+  const firstMax = first.pgConnections.brokersMax;
+  const lastMax = last.pgConnections.brokersMax;
+  const mostBrokerConnections = maxOf(samples.flatMap((s) => (s.connections ? [counted(s.connections)] : [])));
+  const connectionsGrew = (firstMax !== null && lastMax !== null && lastMax > firstMax + 2) || (mostBrokerConnections ?? 0) > poolBound;
   const lost = ledger.undelivered();
   const nonTwoXx = ledger.nonTwoXxByStatus();
   const failures = [
@@ -417,6 +479,9 @@ function summary(options: { ledger: Ledger; samples: Sample[]; faults: FaultReco
   return {
     minutes: MINUTES,
     standby: args.standby,
+    pooled: args.pooled,
+    // With --pooled: the bouncer's server pool, beside the brokers' pools (each DATABASE_POOL_SIZE and a health connection).
+    pgbouncer: pooler ? { poolMode: 'transaction', serverPoolSize: pooler.serverPoolSize, brokerPoolsTogether: 2 * (POOL_SIZE + 1) } : null,
     seed: SEED,
     sent: ledger.accepted.size,
     delivered: ledger.deliveredCount(),
@@ -442,8 +507,10 @@ function summary(options: { ledger: Ledger; samples: Sample[]; faults: FaultReco
     growth: {
       memory,
       connections: {
-        firstMax: first.pgConnections.brokersMax,
-        lastMax: last.pgConnections.brokersMax,
+        // firstMax and lastMax are the pools' connections; mostSeen and poolBound count what `bounded` says.
+        bounded: pooler ? 'all Postgres connections' : "the brokers' pools",
+        firstMax,
+        lastMax,
         mostSeen: mostBrokerConnections,
         poolBound,
         verdict: connectionsGrew ? 'growing' : 'flat',

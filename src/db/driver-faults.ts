@@ -7,8 +7,9 @@
  * `fetchArrayTypes`, whose promise nobody awaits). A connection lost at that moment (Postgres or a
  * pooler restarting; PgBouncer giving up on a client that waited `query_wait_timeout` for a
  * server) rejects it unhandled. The query that opened the connection fails on its own, handled
- * (`503`), and the connection opens again when next used: nothing is lost, and stopping the
- * broker for it would turn a database blip into an outage.
+ * (`503`); the connection, opened again, may skip its own read, but the pool's lanes share what
+ * any of them read (src/db/bounded-pool.ts), which a broker does before it serves. Nothing is
+ * lost, and stopping the broker for it would turn a database blip into an outage.
  *
  * Returns the warning to log for such a rejection, undefined for any other.
  */
