@@ -8,26 +8,27 @@ import { boundTo, previousReleaseConnected } from './sealing.js';
 export const DEFAULT_ROTATION_BATCH = 500;
 
 export interface RotationBatch {
-  /** Trigger events' data sealed under another key, sealed again under the current one. */
+  /** Events' data sealed under another key, sealed again under the current one. */
   readonly resealed: number;
-  /** Trigger events' data stored in clear (before encryption, or beside the previous release), sealed now. */
+  /** Events' data stored in clear (trigger events before encryption or beside the previous release, the broker's own and test events), sealed now. */
   readonly sealedFromClear: number;
   /** Values that did not open (a key not given, or not sealed for their row): left as they are. */
   readonly unreadable: number;
 }
 
 export interface RotationResult extends RotationBatch {
-  /** Trigger events' data left in clear because a broker of the previous release is connected (it reads only clear data). */
+  /** Events' data left in clear because a broker of the previous release is connected (it reads only clear data). */
   readonly leftInClear: number;
   /** The key ids no stored value is under any more, taken out of `data_keys_in_use`: brokers may now start without them. */
   readonly retired: string[];
 }
 
 /**
- * Seals every trigger event's data under the current data key (`DATA_ENCRYPTION_KEYS`' first),
- * while brokers serve: what is sealed under another key is opened and sealed again, and what is
- * in clear is sealed (unless a broker of the previous release is connected, which reads only
- * clear data). In batches of `batchSize` rows, each one transaction that writes a row only if it
+ * Seals every event's data under the current data key (`DATA_ENCRYPTION_KEYS`' first), while
+ * brokers serve: what is sealed under another key is opened and sealed again, and what is in clear
+ * (trigger events stored before encryption; the broker's own and test events, which the database
+ * functions write in clear) is sealed, bound to its row as a trigger event's is, unless a broker
+ * of the previous release is connected (it reads only clear data). In batches of `batchSize` rows, each one transaction that writes a row only if it
  * is still what was read, going through the events in their key's order: killed, it is started
  * again and finds only what is left. A value that does not open is left as it is and counted.
  *
@@ -61,8 +62,7 @@ export async function rotateEventData(
       select e.installation_id, e.position::text as position, e.received_at::text as received_at, e.id, e.sealed,
              case when e.sealed is null then e.data::text end as data_text, i.composio_user_id
         from events e join installations i on i.id = e.installation_id
-       where e.type = 'trigger.event'
-         and (${after === undefined} or (e.installation_id, e.position, e.received_at)
+       where (${after === undefined} or (e.installation_id, e.position, e.received_at)
               > (${after?.installationId ?? null}::uuid, ${after?.position ?? null}::bigint, ${after?.receivedAt ?? null}::timestamptz))
          and case when e.sealed is null then e.data is not null and ${sealClear}
                   else substring(e.sealed from 3 for get_byte(e.sealed, 1)) <> convert_to(${current}, 'SQL_ASCII') end
@@ -119,7 +119,7 @@ export async function rotateEventData(
   }
 
   const [left] = await sql<{ n: number }[]>`
-    select count(*)::int as n from events where type = 'trigger.event' and sealed is null and data is not null`;
+    select count(*)::int as n from events where sealed is null and data is not null`;
   const retired = await sql<{ key_id: string }[]>`
     delete from data_keys_in_use k
      where k.key_id <> ${current}

@@ -10,7 +10,7 @@ import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { TEST_DATA_KEYS } from '../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { until } from '../support/http.js';
-import { BROKER_ENV, getEvents, insertTrigger, post, signed, type TestTrigger, triggerMessage } from './helpers.js';
+import { accountExpired, BROKER_ENV, getEvents, insertTrigger, post, signed, type TestTrigger, triggerMessage } from './helpers.js';
 
 /**
  * `npm run cli -- data-keys rotate`: every trigger event's data sealed under the first data key,
@@ -95,6 +95,12 @@ describe('rotating the data keys', () => {
     const ids = [];
     for (let n = 0; n < 6; n++) ids.push(await accepted(t, mine, { n }));
     const copied = await accepted(t, theirs, { n: 'theirs' });
+    // One of the broker's own events, which its database functions write in clear.
+    const expired = signed(accountExpired(mine.composioUserId, mine.connectedAccountId), { at: t.clock.now() });
+    expect((await post(t, expired)).statusCode).toBe(200);
+    const [own] = await database.sql<{ type: string; data: unknown }[]>`
+      select type, data from events where installation_id = ${owner.installationId} and type <> 'trigger.event'`;
+    expect(own).toMatchObject({ type: 'connection.expired', data: expect.any(Object) });
     await t.close();
     // A sealed value moved into another installation's row: it never opens there.
     await database.sql`update events set sealed = (select sealed from events where id = ${ids[0]!}) where id = ${copied}`;
@@ -106,9 +112,18 @@ describe('rotating the data keys', () => {
     const done = await runCli(['data-keys', 'rotate', '--batch', '3'], { DATABASE_URL: database.url, DATA_ENCRYPTION_KEYS: NEW_KEYS });
     expect(done.code).toBe(1);
     expect(done.stdout).toContain('1 could not be decrypted with the keys given: left as they are');
-    expect(done.stderr).toContain('rotating trigger events');
-    expect(await keyIdsOfEvents(owner.installationId)).toEqual(Array(6).fill('fresh'));
+    expect(done.stderr).toContain('rotating events');
+    expect(await keyIdsOfEvents(owner.installationId)).toEqual(Array(7).fill('fresh'));
     expect(await keyIdsOfEvents(other.installationId)).toEqual(['test']);
+    // The broker's own event is sealed too, and read back as it was written.
+    const reader = await buildTestApp({ ...BROKER_ENV, DATA_ENCRYPTION_KEYS: NEW_KEYS }, { database });
+    try {
+      const events = (await getEvents(reader, owner.auth, { limit: 100 })).json<{ events: Array<{ type: string; data: unknown }> }>()
+        .events;
+      expect(events.find((e) => e.type === 'connection.expired')?.data).toEqual(own!.data);
+    } finally {
+      await reader.close();
+    }
     // The old key still protects that value: it stays in use.
     expect((await database.sql`select key_id from data_keys_in_use order by key_id`).map((r) => r.key_id)).toEqual(['fresh', 'test']);
   });

@@ -37,19 +37,19 @@ kept: an operator's command, run when needed. Needs no keys.`,
 
 export const dataKeysRotateCommand: Command = {
   name: 'data-keys rotate',
-  summary: 'encrypt every stored trigger event under the first data key, while brokers serve',
+  summary: 'encrypt every stored event under the first data key, while brokers serve',
   usage: `Usage: npm run cli -- data-keys rotate [--batch N]
 
-Encrypts every trigger event's data under the first key of DATA_ENCRYPTION_KEYS (the key file in
+Encrypts every queued event's data under the first key of DATA_ENCRYPTION_KEYS (the key file in
 DATA_DIR for the embedded default): data under another key is decrypted and encrypted again, data
-stored in clear is encrypted (not while a broker of the previous release is connected, which reads
-only clear data). Safe while brokers serve: N rows a transaction (500 by default), each written
+stored in clear (trigger events stored before encryption, the broker's own and test events) is
+encrypted (not while a broker of the previous release is connected, which reads only clear data). Safe while brokers serve: N rows a transaction (500 by default), each written
 only if unchanged since it was read; killed, run it again and it goes on with what is left.
 Progress on stderr. Give every broker the new key first (in front: it encrypts, the others still
 decrypt) and restart them, then rotate: a key no stored value is under any more is taken out of
 the keys in use, and brokers may then be started without it.
 
-Exits 0 when every trigger event is under the first key; 1 when some could not be decrypted (a
+Exits 0 when every event is under the first key; 1 when some could not be decrypted (a
 key not given) or stay in clear (a broker of the previous release is connected).`,
 
   async run(args, io, env) {
@@ -62,7 +62,7 @@ key not given) or stay in clear (a broker of the previous release is connected).
     const result = await withBrokerDatabase(config, cliLogger(config, io), async (database) => {
       const missing = await missingKeyIds(database.sql, keys);
       if (missing.length > 0) throw new CommandFailed(new MissingDataKeys(missing).message);
-      io.err(`rotating trigger events' data to the key ${keys.current.id} in ${describeTarget(config)}…\n`);
+      io.err(`rotating events' data to the key ${keys.current.id} in ${describeTarget(config)}…\n`);
       return rotateEventData(database.sql, keys, {
         batchSize,
         onBatch: (_, total) =>
@@ -70,7 +70,7 @@ key not given) or stay in clear (a broker of the previous release is connected).
       });
     });
     const lines = [
-      `trigger events' data under ${keys.current.id}: ${result.resealed} encrypted again, ${result.sealedFromClear} encrypted from clear`,
+      `events' data under ${keys.current.id}: ${result.resealed} encrypted again, ${result.sealedFromClear} encrypted from clear`,
       ...(result.retired.length > 0
         ? [`key ids no longer in use: ${result.retired.join(', ')} (brokers may now be started without them)`]
         : []),
