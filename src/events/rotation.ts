@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
 import { recordKeyInUse } from '../data-keys/in-use.js';
 import type { DataKeys } from '../data-keys/keys.js';
 import { open, SealError, seal } from '../data-keys/seal.js';
@@ -38,9 +40,18 @@ export interface RotationResult extends RotationBatch {
 export async function rotateEventData(
   sql: Sql,
   keys: DataKeys,
-  options: { batchSize?: number; onBatch?: (batch: RotationBatch, total: RotationBatch) => void; signal?: AbortSignal } = {},
+  options: {
+    batchSize?: number;
+    onBatch?: (batch: RotationBatch, total: RotationBatch) => void;
+    signal?: AbortSignal;
+    /** `clear trigger events`: only trigger events stored in clear, and no key retired (a broker's own pass, `sealStoredInClear`). */
+    scope?: 'all' | 'clear trigger events';
+    /** A pause between batches, leaving Postgres to the requests. */
+    pauseMs?: number;
+  } = {},
 ): Promise<RotationResult> {
   const batchSize = options.batchSize ?? DEFAULT_ROTATION_BATCH;
+  const all = options.scope !== 'clear trigger events';
   await recordKeyInUse(sql, keys);
   const sealClear = !(await previousReleaseConnected(sql));
   const current = keys.current.id;
@@ -62,7 +73,8 @@ export async function rotateEventData(
       select e.installation_id, e.position::text as position, e.received_at::text as received_at, e.id, e.sealed,
              case when e.sealed is null then e.data::text end as data_text, i.composio_user_id
         from events e join installations i on i.id = e.installation_id
-       where (${after === undefined} or (e.installation_id, e.position, e.received_at)
+       where (${all} or (e.type = 'trigger.event' and e.sealed is null))
+         and (${after === undefined} or (e.installation_id, e.position, e.received_at)
               > (${after?.installationId ?? null}::uuid, ${after?.position ?? null}::bigint, ${after?.receivedAt ?? null}::timestamptz))
          and case when e.sealed is null then e.data is not null and ${sealClear}
                   else substring(e.sealed from 3 for get_byte(e.sealed, 1)) <> convert_to(${current}, 'SQL_ASCII') end
@@ -116,7 +128,9 @@ export async function rotateEventData(
     total.sealedFromClear += batch.sealedFromClear;
     total.unreadable += batch.unreadable;
     options.onBatch?.(batch, { ...total });
+    if (options.pauseMs) await sleep(options.pauseMs, undefined, { signal: options.signal });
   }
+  if (!all) return { ...total, leftInClear: 0, retired: [] };
 
   const [left] = await sql<{ n: number }[]>`
     select count(*)::int as n from events where sealed is null and data is not null`;
@@ -128,4 +142,18 @@ export async function rotateEventData(
                           and substring(e.sealed from 3 for get_byte(e.sealed, 1)) = convert_to(k.key_id, 'SQL_ASCII'))
     returning k.key_id`;
   return { ...total, leftInClear: left?.n ?? 0, retired: retired.map((row) => row.key_id).sort() };
+}
+
+/**
+ * A broker's own pass over the trigger events stored in clear (before this release, or while a
+ * broker of the previous release was connected), once it begins to seal new ones: each sealed
+ * under the current key, in small batches with a pause between them, until none is left. Every
+ * process that begins to seal makes the pass; a row is written only where unchanged, so two at
+ * once only share the work. Logged when it sealed any.
+ */
+export async function sealStoredInClear(sql: Sql, keys: DataKeys, log: Logger, signal: AbortSignal): Promise<void> {
+  const result = await rotateEventData(sql, keys, { scope: 'clear trigger events', batchSize: 200, pauseMs: 50, signal });
+  if (result.sealedFromClear > 0) {
+    log.info({ sealed: result.sealedFromClear, unreadable: result.unreadable }, 'trigger events stored in clear are now encrypted');
+  }
 }

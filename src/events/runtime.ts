@@ -3,13 +3,15 @@ import type { DataKeys } from '../data-keys/keys.js';
 import type { Database } from '../db/database.js';
 import { createIntakeRuntime, type IntakeRuntime } from './intake/runtime.js';
 import { createQueueRuntime, type QueueRuntime } from './queue/runtime.js';
+import { sealStoredInClear } from './rotation.js';
 import { Sealing } from './sealing.js';
 
 /**
  * The per-process machinery behind app events: the queue's (the waiting room for long polls, the
  * one LISTEN connection, the coalescing notifier), the intake's (ingest's group commit, the
  * webhook outcome counters, the watch on the accepted webhook secrets), and the sealing of trigger
- * events' data with the data keys (none without keys: then data is stored and read in clear).
+ * events' data with the data keys (none without keys: then data is stored and read in clear),
+ * with a pass over what was stored in clear once this process begins to seal.
  */
 export type EventsRuntime = QueueRuntime & IntakeRuntime & { readonly sealing: Sealing | undefined };
 
@@ -24,9 +26,21 @@ export function createEventsRuntime(options: {
   sealingChecks?: { checkEveryMs: number; settleMs: number };
 }): EventsRuntime {
   const queue = createQueueRuntime(options);
-  const sealing =
-    options.dataKeys &&
-    new Sealing(options.dataKeys, options.database.sql, options.logger.child({ component: 'events' }), options.sealingChecks);
+  const log = options.logger.child({ component: 'events' });
+  const sealing = options.dataKeys && new Sealing(options.dataKeys, options.database.sql, log, options.sealingChecks);
+  // Once this process seals, what was stored in clear is sealed too, in the background.
+  const stopping = new AbortController();
+  let clearing: Promise<void> | undefined;
+  sealing?.onStarted(() => {
+    clearing ??= sealStoredInClear(options.database.sql, sealing.keys, log, stopping.signal)
+      .catch((err: unknown) => {
+        if (!stopping.signal.aborted)
+          log.warn({ err }, 'could not encrypt the trigger events stored in clear; trying again when sealing starts again');
+      })
+      .finally(() => {
+        clearing = undefined;
+      });
+  });
   return {
     ...queue,
     ...createIntakeRuntime(options.database.sql, queue.listener, options.logger),
@@ -36,6 +50,8 @@ export function createEventsRuntime(options: {
     },
     async stop() {
       sealing?.stop();
+      stopping.abort();
+      await clearing;
       await queue.stop();
     },
   };

@@ -26,6 +26,7 @@ export class Sealing {
   private recorded = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly unreadableListeners = new Set<() => void>();
+  private readonly startedListeners = new Set<() => void>();
 
   constructor(
     readonly keys: DataKeys,
@@ -88,6 +89,12 @@ export class Sealing {
     }
   }
 
+  /** Calls `listener` each time this process begins to seal (at its start, or once the previous release has gone). */
+  onStarted(listener: () => void): () => void {
+    this.startedListeners.add(listener);
+    return () => this.startedListeners.delete(listener);
+  }
+
   /** Calls `listener` for every event left out of an answer because it did not decrypt (the metrics count them). */
   onUnreadable(listener: () => void): () => void {
     this.unreadableListeners.add(listener);
@@ -118,8 +125,10 @@ export class Sealing {
       this.checked = true;
       const after = this.sealing();
       if (before !== after) {
-        if (after) this.log.info({ encrypting: this.keys.current.id }, 'trigger events’ data is stored encrypted');
-        else
+        if (after) {
+          this.log.info({ encrypting: this.keys.current.id }, 'trigger events’ data is stored encrypted');
+          for (const listener of this.startedListeners) listener();
+        } else
           this.log.warn(
             { settleMinutes: this.options.settleMs / 60_000 },
             'a broker of the previous release is connected: trigger events’ data is stored in clear until none has been for a while',
