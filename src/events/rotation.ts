@@ -146,9 +146,9 @@ export async function rotateEventData(
 
 /**
  * A broker's own pass over the trigger events stored in clear (before this release, or while a
- * broker of the previous release was connected), once it begins to seal new ones: each sealed
+ * broker of the previous release was connected), once the previous release has gone: each sealed
  * under the current key, in small batches with a pause between them, until none is left. Every
- * process that begins to seal makes the pass; a row is written only where unchanged, so two at
+ * process that saw the previous release go makes the pass; a row is written only where unchanged, so two at
  * once only share the work. Logged when it sealed any.
  */
 export async function sealStoredInClear(sql: Sql, keys: DataKeys, log: Logger, signal: AbortSignal): Promise<void> {

@@ -11,7 +11,7 @@ import { Sealing } from './sealing.js';
  * one LISTEN connection, the coalescing notifier), the intake's (ingest's group commit, the
  * webhook outcome counters, the watch on the accepted webhook secrets), and the sealing of trigger
  * events' data with the data keys (none without keys: then data is stored and read in clear),
- * with a pass over what was stored in clear once this process begins to seal.
+ * with a pass over what was stored in clear once the previous release has gone.
  */
 export type EventsRuntime = QueueRuntime & IntakeRuntime & { readonly sealing: Sealing | undefined };
 
@@ -28,10 +28,12 @@ export function createEventsRuntime(options: {
   const queue = createQueueRuntime(options);
   const log = options.logger.child({ component: 'events' });
   const sealing = options.dataKeys && new Sealing(options.dataKeys, options.database.sql, log, options.sealingChecks);
-  // Once this process seals, what was stored in clear is sealed too, in the background.
+  // Once the previous release has gone, what was stored in clear is sealed too, in the background.
+  // Not at an ordinary start: finding nothing would cost a read of every event kept.
   const stopping = new AbortController();
   let clearing: Promise<void> | undefined;
-  sealing?.onStarted(() => {
+  sealing?.onStarted((afterPrevious) => {
+    if (!afterPrevious) return;
     clearing ??= sealStoredInClear(options.database.sql, sealing.keys, log, stopping.signal)
       .catch((err: unknown) => {
         if (!stopping.signal.aborted)

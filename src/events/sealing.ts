@@ -26,7 +26,7 @@ export class Sealing {
   private recorded = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly unreadableListeners = new Set<() => void>();
-  private readonly startedListeners = new Set<() => void>();
+  private readonly startedListeners = new Set<(afterPrevious: boolean) => void>();
 
   constructor(
     readonly keys: DataKeys,
@@ -89,8 +89,11 @@ export class Sealing {
     }
   }
 
-  /** Calls `listener` each time this process begins to seal (at its start, or once the previous release has gone). */
-  onStarted(listener: () => void): () => void {
+  /**
+   * Calls `listener` each time this process begins to seal: at its start (`afterPrevious` false),
+   * or once the previous release has gone (true: it stored data in clear meanwhile).
+   */
+  onStarted(listener: (afterPrevious: boolean) => void): () => void {
     this.startedListeners.add(listener);
     return () => this.startedListeners.delete(listener);
   }
@@ -127,7 +130,7 @@ export class Sealing {
       if (before !== after) {
         if (after) {
           this.log.info({ encrypting: this.keys.current.id }, 'trigger events’ data is stored encrypted');
-          for (const listener of this.startedListeners) listener();
+          for (const listener of this.startedListeners) listener(this.previousSeenAt !== null);
         } else
           this.log.warn(
             { settleMinutes: this.options.settleMs / 60_000 },

@@ -1,8 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { missingKeyIds } from '../../src/data-keys/in-use.js';
 import { parseDataKeys } from '../../src/data-keys/keys.js';
+import { PREVIOUS_RELEASE_APPLICATION_NAMES } from '../../src/db/database.js';
 import { rotateEventData } from '../../src/events/rotation.js';
+import { createEventsRuntime } from '../../src/events/runtime.js';
 import { Sealing } from '../../src/events/sealing.js';
 import { createLogger } from '../../src/logger.js';
 import { runCli } from '../operators/support.js';
@@ -64,9 +68,7 @@ describe('rotating the data keys', () => {
     });
     sending = false;
     await sender;
-    // The three in clear: sealed by the serving broker's own pass, or by the rotation, whichever came first.
-    expect(result).toMatchObject({ resealed: 9, unreadable: 0, leftInClear: 0, retired: ['test'] });
-    expect(result.sealedFromClear).toBeLessThanOrEqual(3);
+    expect(result).toMatchObject({ resealed: 9, sealedFromClear: 3, unreadable: 0, leftInClear: 0, retired: ['test'] });
     expect(batches.length).toBeGreaterThanOrEqual(3);
     expect(new Set(await keyIdsOfEvents(owner.installationId))).toEqual(new Set(['fresh']));
     await during.close();
@@ -131,29 +133,42 @@ describe('rotating the data keys', () => {
   });
 });
 
-describe('trigger events stored in clear (before this release, or beside it)', () => {
-  it('are sealed by a broker once it begins to seal, in the background, and still read as they were', async () => {
-    const t = await buildTestApp(BROKER_ENV, { database });
-    const owner = await register(t.app);
-    const trigger = await insertTrigger(database, owner.installationId);
-    for (let n = 0; n < 5; n++) await accepted(t, trigger, { n, text: 'stored in clear' });
-    await t.close();
-    // As the previous release stored them.
-    await database.sql`update events set data = jsonb_build_object('n', position - 1, 'text', 'stored in clear'), sealed = null
-                        where installation_id = ${owner.installationId}`;
-
-    const next = await buildTestApp(BROKER_ENV, { database });
+describe('trigger events stored in clear beside a broker of the previous release', () => {
+  it('are sealed in the background once the previous release has gone, and still read as they were', async () => {
+    // A 0.1.0 broker's connection, there while this process starts: it stores in clear.
+    const previous = postgres(database.url, { max: 1, connection: { application_name: PREVIOUS_RELEASE_APPLICATION_NAMES[0] } });
+    await previous`select 1`;
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+    const events = createEventsRuntime({
+      database,
+      logger,
+      dataKeys: parseKeys(TEST_DATA_KEYS),
+      sealingChecks: { checkEveryMs: 50, settleMs: 300 },
+    });
+    const t = await buildTestApp(BROKER_ENV, { database, events });
     try {
+      expect(events.sealing!.sealing()).toBe(false);
+      const owner = await register(t.app);
+      const trigger = await insertTrigger(database, owner.installationId);
+      for (let n = 0; n < 5; n++) await accepted(t, trigger, { n });
+      expect(
+        (await database.sql`select count(*)::int as n from events where installation_id = ${owner.installationId} and sealed is null`)[0]!
+          .n,
+      ).toBe(5);
+
+      await previous.end();
       await until(
-        () => next.logs.lines.some((line) => line.includes('trigger events stored in clear are now encrypted')),
+        () => lines.some((line) => line.includes('trigger events stored in clear are now encrypted')),
         10_000,
         'the pass over the events stored in clear',
       );
-      expect((await database.sql`select count(*)::int as n from events where type = 'trigger.event' and sealed is null`)[0]!.n).toBe(0);
-      const events = (await getEvents(next, owner.auth, { limit: 100 })).json<{ events: Array<{ data: unknown }> }>().events;
-      expect(events.map((e) => e.data)).toEqual(Array.from({ length: 5 }, (_, n) => ({ n, text: 'stored in clear' })));
+      expect(await keyIdsOfEvents(owner.installationId)).toEqual(Array(5).fill('test'));
+      const read = (await getEvents(t, owner.auth, { limit: 100 })).json<{ events: Array<{ data: unknown }> }>().events;
+      expect(read.map((e) => e.data)).toEqual(Array.from({ length: 5 }, (_, n) => ({ n })));
     } finally {
-      await next.close();
+      await previous.end();
+      await t.close();
     }
   });
 });
