@@ -77,7 +77,10 @@ async function main(): Promise<void> {
       databaseUrl = embedded.url;
     }
     const directUrl = config.databaseDirectUrl;
-    await applyMigrations(directUrl ?? databaseUrl, logger, { setting: directUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL' });
+    await applyMigrations(directUrl ?? databaseUrl, logger, {
+      setting: directUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL',
+      direct: embedded !== undefined,
+    });
     const database = openDatabase({
       url: databaseUrl,
       ...(directUrl ? { directUrl } : {}),

@@ -52,6 +52,8 @@ export interface MigrationOptions {
   readonly release?: string;
   /** The setting `url` came from, for the refusal of one that keeps no session (`DATABASE_URL` by default). */
   readonly setting?: string;
+  /** `url` is Postgres itself (the embedded server): no pooler to look for. */
+  readonly direct?: boolean;
 }
 
 /**
@@ -79,7 +81,7 @@ export async function applyMigrations(url: string, logger: Logger, options: Migr
   };
   const release = options.release ?? RELEASE;
   // The lock below, and the setting after it, belong to the connection's session.
-  await checkSessionKept(url, options.setting ?? 'DATABASE_URL');
+  if (!options.direct) await checkSessionKept(url, options.setting ?? 'DATABASE_URL');
   const sql = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 });
   const startedAt = Date.now();
   let functions: string[];

@@ -46,7 +46,10 @@ export async function withBrokerDatabase<T>(config: Config, logger: Logger, work
   let database: Database | undefined;
   try {
     const directUrl = config.databaseUrl ? config.databaseDirectUrl : undefined;
-    await applyMigrations(directUrl ?? url, logger, { setting: directUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL' });
+    await applyMigrations(directUrl ?? url, logger, {
+      setting: directUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL',
+      direct: !config.databaseUrl,
+    });
     // postgres.js connects on first use, so a command that only migrates opens no connection.
     database = openDatabase({ url, ...(directUrl ? { directUrl } : {}), poolSize: 2, logger });
     return await work(database);
