@@ -96,8 +96,11 @@ export const APPLICATION_NAMES = {
   sessions: `omb-broker-sessions/${RELEASE}`,
 } as const;
 
-/** Connections each broker process holds, or may open, to `sessionUrl` (docs/operating.md, "Behind a pooler"). */
-const SESSION_CONNECTIONS = { listen: 1, sessions: 2 } as const;
+/**
+ * The session connections a process may open beside its `LISTEN` one: one per repair job holding
+ * its lock (docs/operating.md, "Behind a pooler", counts them).
+ */
+const SESSION_POOL_SIZE = 2;
 
 /** The names the previous release (0.1.0) gave its connections, without its release. */
 export const PREVIOUS_RELEASE_APPLICATION_NAMES = ['omb-broker', 'omb-broker-health', 'omb-broker-listen'] as const;
@@ -121,7 +124,7 @@ export function openDatabase(options: DatabaseOptions): Database {
   });
   const sessionUrl = options.directUrl ?? options.url;
   const sessions = openBoundedPool(sessionUrl, {
-    size: SESSION_CONNECTIONS.sessions,
+    size: SESSION_POOL_SIZE,
     timeoutMs,
     client: clientOptions(APPLICATION_NAMES.sessions, timeoutMs, false),
   });
