@@ -179,7 +179,14 @@ async function main(): Promise<void> {
     const parentWatch = watchParent(logger, grace.close);
     closers.push(async () => clearInterval(parentWatch));
 
-    const url = await app.listen({ port: config.port, host: config.host });
+    const url = await app.listen({ port: config.port, host: config.host }).catch((error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+      // Not a crash, but said as what to change; 1, as another process may let the port go.
+      process.stderr.write(
+        `omb-broker: PORT ${config.port} on HOST ${config.host} is in use by another process; set PORT to a free port\n`,
+      );
+      throw error;
+    });
     logger.info({ url, database: embedded ? 'embedded' : 'DATABASE_URL', pid: process.pid }, 'broker listening');
   } catch (error) {
     await closeAll();

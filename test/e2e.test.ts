@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { BROKER_ENV } from './events/helpers.js';
 import { startBroker } from './support/broker-process.js';
 import { dataFolderParent } from './support/data-folder.js';
 import { withDatabase } from './support/database.js';
@@ -96,5 +98,26 @@ describe('the broker over real HTTP, started as `npm start` starts it', () => {
 
   it('refuses a wrong setting with a message naming the variable', async () => {
     await expect(startBroker({ PORT: 'eighty' }, { timeoutMs: 15_000 })).rejects.toThrow(/PORT/);
+  });
+
+  it('says which setting to change when its port is taken', async () => {
+    const adminUrl = inject('pgAdminUrl');
+    const name = `omb_e2e_${randomBytes(6).toString('hex')}`;
+    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database ${name} template ${inject('pgTemplate')}`);
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      await expect(
+        startBroker({ ...BROKER_ENV, DATABASE_URL: withDatabase(adminUrl, name), PORT: String(port) }, { timeoutMs: 30_000 }),
+      ).rejects.toThrow(
+        new RegExp(`exited with 1[\\s\\S]*PORT ${port} on HOST 127\\.0\\.0\\.1 is in use by another process; set PORT to a free port`),
+      );
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    }
   });
 });
