@@ -35,7 +35,9 @@ export interface DataKeysStatus {
   readonly sealedEvents: Record<string, number>;
   /** Events whose data is in clear: the broker's own and test events, and trigger events stored before encryption or beside the previous release. */
   readonly clearEvents: number;
-  /** Webhook signing secrets stored (in clear: their encryption is not built yet). */
+  /** Webhook signing secrets encrypted, by key id. */
+  readonly sealedWebhookSecrets: Record<string, number>;
+  /** Webhook signing secrets in clear: stored beside the previous release, or not yet encrypted by a broker. */
   readonly clearWebhookSecrets: number;
   /** The key ids recorded in use (see above). */
   readonly keysInUse: string[];
@@ -52,7 +54,11 @@ export async function dataKeysStatus(sql: Sql): Promise<DataKeysStatus> {
                   else convert_from(substring(sealed from 3 for get_byte(sealed, 1)), 'SQL_ASCII') end as key_id,
              count(*)::int as n
         from events group by 1`,
-    sql<{ n: number }[]>`select count(*)::int as n from webhook_secrets where secret is not null`,
+    sql<{ key_id: string | null; n: number }[]>`
+      select case when sealed is null then null
+                  else convert_from(substring(sealed from 3 for get_byte(sealed, 1)), 'SQL_ASCII') end as key_id,
+             count(*)::int as n
+        from webhook_secrets where secret is not null or sealed is not null group by 1`,
     sql<{ key_id: string }[]>`select key_id from data_keys_in_use order by key_id`,
   ]);
   const sealedEvents: Record<string, number> = {};
@@ -61,5 +67,11 @@ export async function dataKeysStatus(sql: Sql): Promise<DataKeysStatus> {
     if (row.key_id === null) clearEvents += row.n;
     else sealedEvents[row.key_id] = row.n;
   }
-  return { sealedEvents, clearEvents, clearWebhookSecrets: secrets[0]?.n ?? 0, keysInUse: inUse.map((row) => row.key_id) };
+  const sealedWebhookSecrets: Record<string, number> = {};
+  let clearWebhookSecrets = 0;
+  for (const row of secrets) {
+    if (row.key_id === null) clearWebhookSecrets += row.n;
+    else sealedWebhookSecrets[row.key_id] = row.n;
+  }
+  return { sealedEvents, clearEvents, sealedWebhookSecrets, clearWebhookSecrets, keysInUse: inUse.map((row) => row.key_id) };
 }

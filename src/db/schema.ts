@@ -58,10 +58,15 @@ export const serviceSettings = pgTable('service_settings', {
  */
 export const webhookSecrets = pgTable('webhook_secrets', {
   id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+  /** The secret in clear: what the previous release reads and writes, and this one while it runs. */
   secret: text('secret').unique(),
   addedAt: ts('added_at').notNull().defaultNow(),
   /** Null: accepted until the next rotation. */
   expiresAt: ts('expires_at'),
+  /** The secret encrypted (src/data-keys/seal.ts), bound to its digest; `secret` is then null. */
+  sealed: bytea('sealed'),
+  /** The secret's SHA-256 (hex), when sealed: what tells two rows of one secret apart. */
+  digest: text('digest').unique(),
 });
 
 /** Paid-plan grants, by `jti`, bound to the installation that presented them last. */

@@ -4,6 +4,7 @@ import { recordKeyInUse } from '../data-keys/in-use.js';
 import type { DataKeys } from '../data-keys/keys.js';
 import { open, SealError, seal } from '../data-keys/seal.js';
 import type { Sql } from '../db/database.js';
+import { resealSecrets } from './intake/webhook-secrets.js';
 import { boundTo, previousReleaseConnected } from './sealing.js';
 
 /** Rows read and written back in one transaction: short enough that serving brokers never wait long behind one. */
@@ -26,7 +27,7 @@ export interface RotationResult extends RotationBatch {
 }
 
 /**
- * Seals every event's data under the current data key (`DATA_ENCRYPTION_KEYS`' first), while
+ * Seals every event's data, and every webhook signing secret, under the current data key (`DATA_ENCRYPTION_KEYS`' first), while
  * brokers serve: what is sealed under another key is opened and sealed again, and what is in clear
  * (trigger events stored before encryption; the broker's own and test events, which the database
  * functions write in clear) is sealed, bound to its row as a trigger event's is, unless a broker
@@ -131,15 +132,23 @@ export async function rotateEventData(
     if (options.pauseMs) await sleep(options.pauseMs, undefined, { signal: options.signal });
   }
   if (!all) return { ...total, leftInClear: 0, retired: [] };
+  const secrets = await resealSecrets(sql, keys, sealClear);
+  total.resealed += secrets.resealed;
+  total.sealedFromClear += secrets.sealedFromClear;
+  total.unreadable += secrets.unreadable;
 
   const [left] = await sql<{ n: number }[]>`
-    select count(*)::int as n from events where sealed is null and data is not null`;
+    select ((select count(*) from events where sealed is null and data is not null)
+         + (select count(*) from webhook_secrets where secret is not null))::int as n`;
   const retired = await sql<{ key_id: string }[]>`
     delete from data_keys_in_use k
      where k.key_id <> ${current}
        and not exists (select 1 from events e
                         where e.sealed is not null
                           and substring(e.sealed from 3 for get_byte(e.sealed, 1)) = convert_to(k.key_id, 'SQL_ASCII'))
+       and not exists (select 1 from webhook_secrets w
+                        where w.sealed is not null
+                          and substring(w.sealed from 3 for get_byte(w.sealed, 1)) = convert_to(k.key_id, 'SQL_ASCII'))
     returning k.key_id`;
   return { ...total, leftInClear: left?.n ?? 0, retired: retired.map((row) => row.key_id).sort() };
 }

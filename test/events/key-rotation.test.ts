@@ -3,7 +3,6 @@ import { pino } from 'pino';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { missingKeyIds } from '../../src/data-keys/in-use.js';
-import { parseDataKeys } from '../../src/data-keys/keys.js';
 import { PREVIOUS_RELEASE_APPLICATION_NAMES } from '../../src/db/database.js';
 import { rotateEventData } from '../../src/events/rotation.js';
 import { createEventsRuntime } from '../../src/events/runtime.js';
@@ -11,7 +10,7 @@ import { Sealing } from '../../src/events/sealing.js';
 import { createLogger } from '../../src/logger.js';
 import { runCli } from '../operators/support.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
-import { TEST_DATA_KEYS } from '../support/data-keys.js';
+import { dataKeys, TEST_DATA_KEYS } from '../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { until } from '../support/http.js';
 import { accountExpired, BROKER_ENV, getEvents, insertTrigger, post, signed, type TestTrigger, triggerMessage } from './helpers.js';
@@ -52,6 +51,11 @@ describe('rotating the data keys', () => {
     for (let n = 0; n < 12; n++) await accepted(before, trigger, { n });
     await database.sql`update events set data = jsonb_build_object('n', position - 1), sealed = null
                         where installation_id = ${owner.installationId} and position <= 3`;
+    await until(
+      async () => (await database.sql`select count(*)::int as n from webhook_secrets where sealed is not null`)[0]!.n === 1,
+      5_000,
+      'the brokers’ webhook secret sealed under the old key',
+    );
     await before.close();
 
     // The brokers get the new key in front and serve; the rotation runs beside them, in small
@@ -62,13 +66,17 @@ describe('rotating the data keys', () => {
       for (let n = 12; sending; n++) await accepted(during, trigger, { n });
     })();
     const batches: number[] = [];
-    const result = await rotateEventData(database.sql, parseKeys(NEW_KEYS), {
+    const result = await rotateEventData(database.sql, dataKeys(NEW_KEYS), {
       batchSize: 4,
       onBatch: (batch) => batches.push(batch.resealed + batch.sealedFromClear),
     });
     sending = false;
     await sender;
-    expect(result).toMatchObject({ resealed: 9, sealedFromClear: 3, unreadable: 0, leftInClear: 0, retired: ['test'] });
+    // The 9 events under the old key, and the brokers' webhook secret, sealed under it once they sealed.
+    expect(result).toMatchObject({ resealed: 10, sealedFromClear: 3, unreadable: 0, leftInClear: 0, retired: ['test'] });
+    const secretKeys = await database.sql<{ key_id: string }[]>`
+      select convert_from(substring(sealed from 3 for get_byte(sealed, 1)), 'SQL_ASCII') as key_id from webhook_secrets`;
+    expect(secretKeys.map((row) => row.key_id)).toEqual(['fresh']);
     expect(batches.length).toBeGreaterThanOrEqual(3);
     expect(new Set(await keyIdsOfEvents(owner.installationId))).toEqual(new Set(['fresh']));
     await during.close();
@@ -76,7 +84,7 @@ describe('rotating the data keys', () => {
     // A broker given only the new key starts and hands back every event.
     const after = await buildTestApp({ ...BROKER_ENV, DATA_ENCRYPTION_KEYS: NEW_KEYS.split(',')[0]! }, { database });
     try {
-      expect(await missingKeyIds(database.sql, parseKeys(NEW_KEYS.split(',')[0]!))).toEqual([]);
+      expect(await missingKeyIds(database.sql, dataKeys(NEW_KEYS.split(',')[0]!))).toEqual([]);
       const answer = await getEvents(after, owner.auth, { limit: 100 });
       const ns = answer.json<{ events: Array<{ data: { n: number } }> }>().events.map((e) => e.data.n);
       expect(ns.slice(0, 12)).toEqual(Array.from({ length: 12 }, (_, n) => n));
@@ -109,7 +117,7 @@ describe('rotating the data keys', () => {
     // A sealed value moved into another installation's row: it never opens there.
     await database.sql`update events set sealed = (select sealed from events where id = ${ids[0]!}) where id = ${copied}`;
 
-    const keys = parseKeys(NEW_KEYS);
+    const keys = dataKeys(NEW_KEYS);
     const stop = new AbortController();
     const killed = rotateEventData(database.sql, keys, { batchSize: 2, onBatch: () => stop.abort(), signal: stop.signal });
     await expect(killed).rejects.toThrow();
@@ -143,7 +151,7 @@ describe('trigger events stored in clear beside a broker of the previous release
     const events = createEventsRuntime({
       database,
       logger,
-      dataKeys: parseKeys(TEST_DATA_KEYS),
+      dataKeys: dataKeys(TEST_DATA_KEYS),
       sealingChecks: { checkEveryMs: 50, settleMs: 300 },
     });
     const t = await buildTestApp(BROKER_ENV, { database, events });
@@ -175,7 +183,7 @@ describe('trigger events stored in clear beside a broker of the previous release
 
 describe('a broker still sealing under a key a rotation retired', () => {
   it('records it in use again at its next look, so that no broker starts without it', async () => {
-    const sealing = new Sealing(parseKeys(TEST_DATA_KEYS), database.sql, createLogger('silent'), { checkEveryMs: 50, settleMs: 0 });
+    const sealing = new Sealing(dataKeys(TEST_DATA_KEYS), database.sql, createLogger('silent'), { checkEveryMs: 50, settleMs: 0 });
     await sealing.start();
     try {
       expect(sealing.sealing()).toBe(true);
@@ -190,9 +198,3 @@ describe('a broker still sealing under a key a rotation retired', () => {
     }
   });
 });
-
-function parseKeys(text: string) {
-  const parsed = parseDataKeys(text, 'DATA_ENCRYPTION_KEYS');
-  if ('problems' in parsed) throw new Error(parsed.problems.join());
-  return parsed.keys;
-}

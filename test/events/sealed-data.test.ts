@@ -5,7 +5,18 @@ import { createMetrics } from '../../src/metrics/metrics.js';
 import { runCli } from '../operators/support.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { BROKER_ENV, buildEventsApp, type EventsTestApp, getEvents, insertTrigger, post, signed, triggerMessage } from './helpers.js';
+import { until } from '../support/http.js';
+import {
+  BROKER_ENV,
+  buildEventsApp,
+  type EventsTestApp,
+  getEvents,
+  insertTrigger,
+  post,
+  SECRET,
+  signed,
+  triggerMessage,
+} from './helpers.js';
 
 /**
  * Trigger events' data is stored encrypted (src/events/sealing.ts): no table holds its text, a
@@ -65,14 +76,22 @@ describe('trigger events’ data at rest', () => {
     expect(answer.body).toContain(`"data":${dataText}}`);
   });
 
-  it('leaves no event text in what a dump of the database holds', async () => {
+  it('leaves no event text and no webhook signing secret in what a dump of the database holds', async () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     for (let n = 0; n < 5; n++) {
       const webhook = signed(messageWithData(trigger, `{"body":"${MARKER} ${n}"}`), { at: t.clock.now() });
       expect((await post(t, webhook)).json()).toEqual({ outcome: 'accepted' });
     }
-    expect(occurrences(await dumpText(t.database), MARKER)).toBe(0);
+    // The broker's COMPOSIO_WEBHOOK_SECRET, stored as accepted at its start, is sealed once it seals.
+    await until(async () => occurrences(await dumpText(t.database), SECRET) === 0, 5_000, 'the webhook secret sealed');
+    const dump = await dumpText(t.database);
+    expect(occurrences(dump, MARKER)).toBe(0);
+    expect(occurrences(dump, SECRET)).toBe(0);
+    expect((await t.database.sql`select count(*)::int as n from webhook_secrets where sealed is not null`)[0]!.n).toBe(1);
+    // Still accepted: a delivery signed with it is taken.
+    const signedWithIt = signed(messageWithData(trigger, '{"n":"after sealing"}'), { at: t.clock.now() });
+    expect((await post(t, signedWithIt)).json()).toEqual({ outcome: 'accepted' });
   });
 
   it('never opens in another installation’s row: the poll answers the others, logs and counts it', async () => {
@@ -130,11 +149,25 @@ describe('npm run cli -- data-keys status', () => {
       // One stored as the previous release stores it.
       await database.sql`update events set data = '{"n":0}', sealed = null
                           where position = 1 and installation_id = ${owner.installationId}`;
+      // The broker's webhook secret, sealed once it seals.
+      await until(
+        async () => (await database.sql`select count(*)::int as n from webhook_secrets where sealed is not null`)[0]!.n === 1,
+        5_000,
+        'the webhook secret sealed',
+      );
       const json = await runCli(['data-keys', 'status', '--json'], { DATABASE_URL: database.url });
       expect(json).toMatchObject({ code: 0 });
-      expect(JSON.parse(json.stdout)).toEqual({ sealedEvents: { test: 2 }, clearEvents: 1, clearWebhookSecrets: 1, keysInUse: ['test'] });
+      expect(JSON.parse(json.stdout)).toEqual({
+        sealedEvents: { test: 2 },
+        clearEvents: 1,
+        sealedWebhookSecrets: { test: 1 },
+        clearWebhookSecrets: 0,
+        keysInUse: ['test'],
+      });
       const text = await runCli(['data-keys', 'status'], { DATABASE_URL: database.url });
-      expect(text.stdout).toContain('  events encrypted under test: 2\n  events in clear: 1\n');
+      expect(text.stdout).toContain(
+        '  events encrypted under test: 2\n  events in clear: 1\n  webhook signing secrets encrypted under test: 1\n  webhook signing secrets in clear: 0\n',
+      );
     } finally {
       await t.close();
       await database.drop();

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { storedSecrets as storedWebhookSecrets } from '../../src/events/intake/webhook-secrets.js';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { buildEventsApp, type EventsTestApp, post, signed } from '../events/helpers.js';
+import { testDataKeys } from '../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runCli } from './support.js';
 
@@ -23,8 +25,9 @@ afterAll(async () => {
   await database.drop();
 });
 
-const storedSecrets = (on: TestDatabase = database) =>
-  on.sql<{ secret: string | null; expires_at: Date | null }[]>`select secret, expires_at from webhook_secrets order by id`;
+/** The stored secrets, opened where sealed (the brokers seal them at rest). */
+const storedSecrets = async (on: TestDatabase = database) =>
+  (await storedWebhookSecrets(on.db, testDataKeys())).map(({ secret, expiresAt }) => ({ secret, expires_at: expiresAt }));
 
 /** A broker on `on` configured with `COMPOSIO_WEBHOOK_SECRET=secrets` (it stores them as accepted at start). */
 const brokerWith = (on: TestDatabase, secrets: string) => buildEventsApp({ COMPOSIO_WEBHOOK_SECRET: secrets }, { database: on });

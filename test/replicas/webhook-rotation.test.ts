@@ -2,13 +2,14 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createComposioGateway } from '../../src/composio/index.js';
-import { rotateWebhookSecret } from '../../src/events/intake/webhook-secrets.js';
+import { rotateWebhookSecret, storedSecrets } from '../../src/events/intake/webhook-secrets.js';
 import { composioUserIdFor } from '../../src/installations/tokens.js';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { silentLogger } from '../composio/harness.js';
 import { signed } from '../events/helpers.js';
 import { spawnCli } from '../operators/support.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
+import { testDataKeys } from '../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { registerOver } from '../support/http.js';
 
@@ -191,8 +192,8 @@ describe('rotating the webhook secret with two brokers running', () => {
 
     // After the overlap (8 s from the rotation) the old secret is refused by both, with no
     // restart; the new one still works.
-    const [old] = await database.sql<{ expires_at: Date }[]>`select expires_at from webhook_secrets where secret = ${firstSecret}`;
-    const oldEnd = new Date(old!.expires_at).getTime();
+    const old = (await storedSecrets(database.db, testDataKeys())).find((row) => row.secret === firstSecret);
+    const oldEnd = old!.expiresAt!.getTime();
     expect(oldEnd).toBeGreaterThan(Date.now());
     await new Promise((resolve) => setTimeout(resolve, oldEnd + 500 - Date.now()));
     const late = await toBoth(signedWith(firstSecret));

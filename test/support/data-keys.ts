@@ -8,7 +8,12 @@ import { type DataKeys, parseDataKeys } from '../../src/data-keys/keys.js';
 export const TEST_DATA_KEYS = `test:${Buffer.alloc(32, 7).toString('base64')}`;
 
 export function testDataKeys(): DataKeys {
-  const parsed = parseDataKeys(TEST_DATA_KEYS, 'DATA_ENCRYPTION_KEYS');
+  return dataKeys(TEST_DATA_KEYS);
+}
+
+/** `DATA_ENCRYPTION_KEYS`' text as the broker reads it; throws on a text it refuses. */
+export function dataKeys(text: string): DataKeys {
+  const parsed = parseDataKeys(text, 'DATA_ENCRYPTION_KEYS');
   if ('problems' in parsed) throw new Error(parsed.problems.join('; '));
   return parsed.keys;
 }

@@ -55,8 +55,14 @@ export function createWebhookReceiver(options: {
   logger: Logger;
 }): WebhookReceiver {
   const { clock, events } = options;
-  const book = new WebhookSecretBook(options.database.db, options.secrets, options.logger.child({ component: 'webhook-secrets' }));
+  const book = new WebhookSecretBook(
+    options.database.db,
+    options.secrets,
+    options.logger.child({ component: 'webhook-secrets' }),
+    events.sealing,
+  );
   let stopWatching = () => {};
+  let stopSealingWatch = (): unknown => undefined;
   return {
     clock,
     book,
@@ -71,10 +77,13 @@ export function createWebhookReceiver(options: {
     },
     async start() {
       stopWatching = events.onWebhookSecretsChanged(() => void book.reload());
+      // Once this process seals, a read of the secrets encrypts those in clear.
+      stopSealingWatch = events.sealing?.onStarted(() => void book.reload()) ?? (() => {});
       await book.start();
     },
     stop() {
       stopWatching();
+      stopSealingWatch();
       book.stop();
     },
   };

@@ -1,6 +1,9 @@
-import { and, eq, gt, isNotNull, isNull, ne, or, sql } from 'drizzle-orm';
+import { createHash } from 'node:crypto';
+import { eq, sql } from 'drizzle-orm';
 import type { ComposioGateway } from '../../composio/types.js';
-import type { Db } from '../../db/database.js';
+import type { DataKeys } from '../../data-keys/keys.js';
+import { open, SealError, seal } from '../../data-keys/seal.js';
+import type { Db, Sql } from '../../db/database.js';
 import { webhookSecrets } from '../../db/schema.js';
 
 /**
@@ -12,8 +15,22 @@ import { webhookSecrets } from '../../db/schema.js';
  * Each broker stores its own `COMPOSIO_WEBHOOK_SECRET` values at start (`WebhookSecretBook.start`),
  * so a rotation, run wherever, ends them with the rest by what is stored alone: it never takes a
  * secret from the environment of the process that runs it, which may hold anything.
- * Secrets are stored in clear, since the HMAC needs the secret itself; they are never logged.
+ * They are never logged.
+ *
+ * At rest they are encrypted (`sealed`, src/data-keys/seal.ts, bound to the secret's SHA-256 in
+ * `digest`, which also tells two rows of one secret apart) once this process seals (the same gate
+ * as trigger events', src/events/sealing.ts: not while a broker of the previous release, which
+ * reads only `secret`, is connected). Everything writes them in clear, as the previous release
+ * does (a broker's environment values at its start, a rotation's new secret), and a sealing
+ * process encrypts the rows in clear at its next read of the table: at once for a rotation, which
+ * every process is told of, and within 30 s otherwise.
  */
+
+/** What a process needs to encrypt the secrets: its data keys, and whether it encrypts now. */
+export interface SecretSealing {
+  readonly keys: DataKeys;
+  sealing(): boolean;
+}
 
 interface SecretState {
   /** Stored secrets and when each stops being accepted (null: not until the next rotation). */
@@ -24,16 +41,110 @@ interface SecretState {
   readonly key: string;
 }
 
-async function readSecrets(db: Db): Promise<SecretState> {
-  const rows = await db.select({ secret: webhookSecrets.secret, expiresAt: webhookSecrets.expiresAt }).from(webhookSecrets);
+interface SecretRow {
+  readonly id: number;
+  readonly secret: string | null;
+  readonly sealed: Buffer | null;
+  readonly digest: string | null;
+  readonly expiresAt: Date | null;
+}
+
+/**
+ * The accepted secrets as stored: a row in clear or sealed holds one; a row with neither is a
+ * rotation under way until its `expires_at`. A sealed secret that does not open (a key not given,
+ * or not sealed for its row) is left out and said.
+ */
+async function readSecrets(db: Db, keys: DataKeys | undefined, log: SecretsLog): Promise<{ state: SecretState; rows: SecretRow[] }> {
+  const rows: SecretRow[] = await db
+    .select({
+      id: webhookSecrets.id,
+      secret: webhookSecrets.secret,
+      sealed: webhookSecrets.sealed,
+      digest: webhookSecrets.digest,
+      expiresAt: webhookSecrets.expiresAt,
+    })
+    .from(webhookSecrets);
   const stored = new Map<string, Date | null>();
   let pendingUntil: Date | null = null;
-  for (const { secret, expiresAt } of rows) {
-    if (secret !== null) stored.set(secret, expiresAt);
-    else if (expiresAt !== null && (pendingUntil === null || expiresAt > pendingUntil)) pendingUntil = expiresAt;
+  for (const row of rows) {
+    const secret = row.secret ?? (row.sealed ? openedSecret(row, keys, log) : null);
+    if (secret !== null) stored.set(secret, row.expiresAt);
+    else if (row.sealed === null && row.expiresAt !== null && (pendingUntil === null || row.expiresAt > pendingUntil)) {
+      pendingUntil = row.expiresAt;
+    }
   }
   const key = JSON.stringify([[...stored].map(([secret, at]) => [secret, at?.getTime() ?? null]).sort(), pendingUntil?.getTime() ?? null]);
-  return { stored, pendingUntil, key };
+  return { state: { stored, pendingUntil, key }, rows };
+}
+
+type SecretsLog = { warn(details: object, message: string): void };
+
+/**
+ * Every row as it stands, in the order stored, sealed secrets opened with `keys` (null when one
+ * does not open, or for a rotation's marker): for an operator's look, and the tests.
+ */
+export async function storedSecrets(
+  db: Db,
+  keys: DataKeys,
+): Promise<Array<{ secret: string | null; expiresAt: Date | null; sealed: boolean }>> {
+  const { rows } = await readSecrets(db, keys, { warn: () => {} });
+  return [...rows]
+    .sort((a, b) => a.id - b.id)
+    .map((row) => ({
+      secret: row.secret ?? (row.sealed ? openedSecret(row, keys, { warn: () => {} }) : null),
+      expiresAt: row.expiresAt,
+      sealed: row.sealed !== null,
+    }));
+}
+
+/** A secret's SHA-256, hex: its `digest`. */
+function digestOf(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('hex');
+}
+
+/** The additional data a sealed secret is bound to: its digest. */
+function secretBinding(digest: string): string {
+  return `omb-webhook-secret/1\u0000${digest}`;
+}
+
+function openedSecret(row: SecretRow, keys: DataKeys | undefined, log: SecretsLog): string | null {
+  try {
+    if (!keys || !row.digest) throw new SealError('no data keys to open it with');
+    const secret = open(keys, row.sealed!, secretBinding(row.digest)).toString('utf8');
+    if (digestOf(secret) !== row.digest) throw new SealError('does not match its digest');
+    return secret;
+  } catch (error) {
+    if (!(error instanceof SealError)) throw error;
+    log.warn({ secretRow: row.id, reason: error.message }, 'a stored webhook secret does not decrypt: it is not accepted');
+    return null;
+  }
+}
+
+/**
+ * Encrypts the rows held in clear (`rows`, as just read): each is written only if it still holds
+ * that secret (another process may be at the same). A secret already sealed in another row (its
+ * environment value stored again by a broker of the previous release) loses its clear row.
+ */
+async function sealClearSecrets(db: Db, keys: DataKeys, rows: readonly SecretRow[]): Promise<number> {
+  let sealed = 0;
+  for (const row of rows) {
+    if (row.secret === null) continue;
+    const digest = digestOf(row.secret);
+    const value = seal(keys, Buffer.from(row.secret, 'utf8'), secretBinding(digest));
+    const done = await db.execute<{ id: number }>(sql`
+      with twin as (select 1 from ${webhookSecrets} where ${webhookSecrets.digest} = ${digest}),
+           cleared as (
+             update ${webhookSecrets} set sealed = ${value}, digest = ${digest}, secret = null
+              where ${webhookSecrets.id} = ${row.id} and ${webhookSecrets.secret} = ${row.secret} and not exists (select 1 from twin)
+             returning id),
+           dropped as (
+             delete from ${webhookSecrets}
+              where ${webhookSecrets.id} = ${row.id} and ${webhookSecrets.secret} = ${row.secret} and exists (select 1 from twin)
+             returning id)
+      select id from cleared`);
+    sealed += done.length;
+  }
+  return sealed;
 }
 
 /** The NOTIFY channel announcing that the accepted webhook signing secrets changed (a rotation): every process reads them again. */
@@ -60,7 +171,9 @@ export class WebhookSecretBook {
   constructor(
     private readonly db: Db,
     private readonly environment: readonly string[],
-    private readonly log: { warn(details: object, message: string): void },
+    private readonly log: SecretsLog,
+    /** Encrypts the secrets at rest while it says so (see the module's comment); none: kept as stored. */
+    private readonly sealing?: SecretSealing,
   ) {}
 
   /** Stores this broker's environment secrets (see `storeEnvironmentSecrets`), reads the table once, then keeps it fresh. */
@@ -104,9 +217,14 @@ export class WebhookSecretBook {
       });
       return this.next;
     }
-    this.loading = readSecrets(this.db)
+    this.loading = readSecrets(this.db, this.sealing?.keys, this.log)
       .then(
-        (state) => {
+        async ({ state, rows }) => {
+          if (this.sealing?.sealing() && rows.some((row) => row.secret !== null)) {
+            await sealClearSecrets(this.db, this.sealing.keys, rows).catch((err: unknown) =>
+              this.log.warn({ err }, 'could not encrypt the webhook secrets stored in clear; trying again at the next read'),
+            );
+          }
           const changed = state.key !== this.state.key;
           this.state = state;
           if (!changed) return;
@@ -172,11 +290,13 @@ export class WebhookSecretBook {
  * configured. Only a serving broker calls this, with the values it accepts anyway.
  */
 async function storeEnvironmentSecrets(db: Db, secrets: readonly string[]): Promise<void> {
-  if (secrets.length === 0) return;
-  await db
-    .insert(webhookSecrets)
-    .values(secrets.map((secret) => ({ secret, expiresAt: null })))
-    .onConflictDoNothing({ target: webhookSecrets.secret });
+  for (const secret of secrets) {
+    // Stored already, in clear or sealed (by its digest): its row, and its expiry, stay.
+    await db.execute(sql`
+      insert into ${webhookSecrets} (secret, expires_at)
+      select ${secret}, null where not exists (select 1 from ${webhookSecrets} where ${webhookSecrets.digest} = ${digestOf(secret)})
+      on conflict (secret) do nothing`);
+  }
 }
 
 export interface RotationDeps {
@@ -245,21 +365,56 @@ export async function rotateWebhookSecret(deps: RotationDeps, request: RotationR
   const oldExpireAt = new Date(now.getTime() + request.keepOldForMs);
   await db.transaction(async (tx) => {
     // Every accepted secret expires at the end of the overlap, unless it expires sooner.
-    await tx
-      .update(webhookSecrets)
-      .set({ expiresAt: oldExpireAt })
-      .where(
-        and(
-          isNotNull(webhookSecrets.secret),
-          ne(webhookSecrets.secret, secret),
-          or(isNull(webhookSecrets.expiresAt), gt(webhookSecrets.expiresAt, oldExpireAt)),
-        ),
-      );
-    await tx.delete(webhookSecrets).where(eq(webhookSecrets.secret, secret));
+    // (A secret's rows in clear or sealed; a sealed one is told by its digest.)
+    const digest = digestOf(secret);
+    await tx.execute(sql`
+      update ${webhookSecrets} set expires_at = ${oldExpireAt.toISOString()}::timestamptz
+       where (secret is not null or sealed is not null)
+         and coalesce(digest, encode(sha256(convert_to(secret, 'UTF8')), 'hex')) <> ${digest}
+         and (expires_at is null or expires_at > ${oldExpireAt.toISOString()}::timestamptz)`);
+    await tx.execute(sql`delete from ${webhookSecrets} where secret = ${secret} or digest = ${digest}`);
     await tx.update(webhookSecrets).set({ secret, expiresAt: null }).where(eq(webhookSecrets.id, marker!.id));
     // Markers of rotations that never finished are no use any more.
-    await tx.delete(webhookSecrets).where(isNull(webhookSecrets.secret));
+    await tx.execute(sql`delete from ${webhookSecrets} where secret is null and sealed is null`);
     await tx.execute(sql`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotated')`);
   });
   return { subscriptionId: subscription.id, secret, oldExpireAt };
+}
+
+/**
+ * For a rotation of the data keys (src/events/rotation.ts): every stored secret sealed under the
+ * current key, those under another key opened and sealed again, those in clear sealed when
+ * `sealClear` (no broker of the previous release connected). Each row written only if unchanged.
+ */
+export async function resealSecrets(
+  sql: Sql,
+  keys: DataKeys,
+  sealClear: boolean,
+): Promise<{ resealed: number; sealedFromClear: number; unreadable: number }> {
+  const rows = await sql<{ id: number; secret: string | null; sealed: Buffer | null; digest: string | null }[]>`
+    select id::int as id, secret, sealed, digest from webhook_secrets
+     where secret is not null
+        or (sealed is not null and substring(sealed from 3 for get_byte(sealed, 1)) <> convert_to(${keys.current.id}, 'SQL_ASCII'))`;
+  const done = { resealed: 0, sealedFromClear: 0, unreadable: 0 };
+  const log = { warn: () => {} };
+  for (const row of rows) {
+    const secret = row.secret ?? openedSecret({ ...row, expiresAt: null }, keys, log);
+    if (secret === null) {
+      done.unreadable++;
+      continue;
+    }
+    if (row.secret !== null && !sealClear) continue;
+    const digest = digestOf(secret);
+    const value = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
+    const written =
+      row.secret !== null
+        ? await sql`update webhook_secrets set sealed = ${value}, digest = ${digest}, secret = null
+                     where id = ${row.id} and secret = ${row.secret}
+                       and not exists (select 1 from webhook_secrets w where w.digest = ${digest})`
+        : await sql`update webhook_secrets set sealed = ${value} where id = ${row.id} and sealed = ${row.sealed}`;
+    if (written.count === 0) continue;
+    if (row.secret !== null) done.sealedFromClear++;
+    else done.resealed++;
+  }
+  return done;
 }

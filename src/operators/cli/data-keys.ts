@@ -11,7 +11,7 @@ export const dataKeysStatusCommand: Command = {
 
 Counts the stored values by what protects them: trigger events' data encrypted under each key id,
 events in clear (the broker's own and test events, and trigger events stored before encryption or
-beside a broker of the previous release), the webhook signing secrets (stored in clear), and the
+beside a broker of the previous release), the webhook signing secrets under each key and in clear, and the
 key ids recorded in use (a broker started without one of them refuses to start). Reads every event
 kept: an operator's command, run when needed. Needs no keys.`,
 
@@ -27,6 +27,7 @@ kept: an operator's command, run when needed. Needs no keys.`,
       `data keys in ${describeTarget(config)}`,
       ...Object.entries(status.sealedEvents).map(([id, n]) => `  events encrypted under ${id}: ${n}`),
       `  events in clear: ${status.clearEvents}`,
+      ...Object.entries(status.sealedWebhookSecrets).map(([id, n]) => `  webhook signing secrets encrypted under ${id}: ${n}`),
       `  webhook signing secrets in clear: ${status.clearWebhookSecrets}`,
       `  key ids recorded in use: ${status.keysInUse.join(', ') || 'none'}`,
     ];
@@ -37,10 +38,10 @@ kept: an operator's command, run when needed. Needs no keys.`,
 
 export const dataKeysRotateCommand: Command = {
   name: 'data-keys rotate',
-  summary: 'encrypt every stored event under the first data key, while brokers serve',
+  summary: 'encrypt every stored event and webhook secret under the first data key, while brokers serve',
   usage: `Usage: npm run cli -- data-keys rotate [--batch N]
 
-Encrypts every queued event's data under the first key of DATA_ENCRYPTION_KEYS (the key file in
+Encrypts every queued event's data, and every webhook signing secret, under the first key of DATA_ENCRYPTION_KEYS (the key file in
 DATA_DIR for the embedded default): data under another key is decrypted and encrypted again, data
 stored in clear (trigger events stored before encryption, the broker's own and test events) is
 encrypted (not while a broker of the previous release is connected, which reads only clear data). Safe while brokers serve: N rows a transaction (500 by default), each written

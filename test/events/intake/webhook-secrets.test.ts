@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rotateWebhookSecret, WebhookSecretBook } from '../../../src/events/intake/webhook-secrets.js';
+import { rotateWebhookSecret, storedSecrets, WebhookSecretBook } from '../../../src/events/intake/webhook-secrets.js';
 import { createEventsRuntime, type EventsRuntime } from '../../../src/events/runtime.js';
 import { createLogger } from '../../../src/logger.js';
+import { dataKeys, testDataKeys } from '../../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { until } from '../../support/http.js';
 
@@ -95,5 +96,72 @@ describe('the accepted webhook secrets', () => {
       ),
     ).rejects.toThrow('Composio is down');
     expect(await database.sql`select id, secret, expires_at from webhook_secrets order by id`).toEqual(before);
+  });
+});
+
+describe('the accepted webhook secrets, encrypted at rest', () => {
+  let sealedDatabase: TestDatabase;
+  beforeAll(async () => {
+    sealedDatabase = await createTestDatabase();
+  });
+  afterAll(() => sealedDatabase?.drop());
+  const sealing = { keys: testDataKeys(), sealing: () => true };
+  const rows = () => storedSecrets(sealedDatabase.db, testDataKeys());
+
+  it('are stored in clear and encrypted at the next read; a rotation ends them by their digest; one ended stays ended after a restart', async () => {
+    const first = new WebhookSecretBook(sealedDatabase.db, ['env-secret'], log, sealing);
+    await first.start();
+    try {
+      // Encrypted by the read after storing it (the start's own).
+      await first.reload();
+      expect(await rows()).toEqual([{ secret: 'env-secret', expiresAt: null, sealed: true }]);
+      expect((await sealedDatabase.sql`select count(*)::int as n from webhook_secrets where secret is not null`)[0]!.n).toBe(0);
+      expect(first.accepted(new Date())).toEqual(['env-secret']);
+
+      const now = new Date();
+      await rotateWebhookSecret(
+        { db: sealedDatabase.db, composio: composio(['second-secret']) },
+        { webhookUrl: 'https://broker.example/v1/webhooks/composio', keepOldForMs: 60_000, now },
+      );
+      await first.reload();
+      await first.reload();
+      expect(await rows()).toEqual([
+        { secret: 'env-secret', expiresAt: new Date(now.getTime() + 60_000), sealed: true },
+        { secret: 'second-secret', expiresAt: null, sealed: true },
+      ]);
+      expect(first.accepted(new Date(now.getTime() + 60_001))).toEqual(['second-secret']);
+    } finally {
+      first.stop();
+    }
+
+    // A broker started again with the ended secret still configured: it is not stored again.
+    const again = new WebhookSecretBook(sealedDatabase.db, ['env-secret'], log, sealing);
+    await again.start();
+    try {
+      expect((await rows()).map((row) => row.secret)).toEqual(['env-secret', 'second-secret']);
+      expect(again.accepted(new Date(Date.now() + 3_600_000))).toEqual(['second-secret']);
+    } finally {
+      again.stop();
+    }
+  });
+
+  it('that do not open are not accepted, and said', async () => {
+    const warnings: string[] = [];
+    const other = new WebhookSecretBook(
+      sealedDatabase.db,
+      [],
+      { warn: (_details, message) => warnings.push(message) },
+      {
+        keys: dataKeys(`other:${Buffer.alloc(32, 9).toString('base64')}`),
+        sealing: () => false,
+      },
+    );
+    await other.start();
+    try {
+      expect(other.accepted(new Date())).toEqual([]);
+      expect(warnings).toContain('a stored webhook secret does not decrypt: it is not accepted');
+    } finally {
+      other.stop();
+    }
   });
 });
