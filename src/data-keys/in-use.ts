@@ -1,5 +1,6 @@
 import type { Sql } from '../db/database.js';
 import { type DataKeys, keyIds } from './keys.js';
+import { sealedKeyIdSql } from './seal.js';
 
 /**
  * Which data keys may protect stored values. A key's id is recorded (`data_keys_in_use`) before
@@ -50,13 +51,11 @@ export interface DataKeysStatus {
 export async function dataKeysStatus(sql: Sql): Promise<DataKeysStatus> {
   const [events, secrets, inUse] = await Promise.all([
     sql<{ key_id: string | null; n: number }[]>`
-      select case when sealed is null then null
-                  else convert_from(substring(sealed from 3 for get_byte(sealed, 1)), 'SQL_ASCII') end as key_id,
+      select ${sealedKeyIdSql(sql, 'sealed')} as key_id,
              count(*)::int as n
         from events group by 1`,
     sql<{ key_id: string | null; n: number }[]>`
-      select case when sealed is null then null
-                  else convert_from(substring(sealed from 3 for get_byte(sealed, 1)), 'SQL_ASCII') end as key_id,
+      select ${sealedKeyIdSql(sql, 'sealed')} as key_id,
              count(*)::int as n
         from webhook_secrets where secret is not null or sealed is not null group by 1`,
     sql<{ key_id: string }[]>`select key_id from data_keys_in_use order by key_id`,

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { Sql } from '../db/database.js';
 import type { DataKeys } from './keys.js';
 
 /**
@@ -53,4 +54,12 @@ export function open(keys: DataKeys, sealed: Buffer, bound: string): Buffer {
   } catch {
     throw new SealError(`does not decrypt under the key ${id} for where it is stored`);
   }
+}
+
+/**
+ * `sealedKeyId` in SQL, a fragment of a larger statement: the key id (text) the sealed value in
+ * `column` (`sealed`, `e.sealed`) is under, null for null. For counting and comparing in Postgres.
+ */
+export function sealedKeyIdSql(sql: Sql, column: string) {
+  return sql`convert_from(substring(${sql(column)} from 3 for get_byte(${sql(column)}, 1)), 'SQL_ASCII')`;
 }

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { recordKeyInUse } from '../data-keys/in-use.js';
 import type { DataKeys } from '../data-keys/keys.js';
-import { open, SealError, seal } from '../data-keys/seal.js';
+import { open, SealError, seal, sealedKeyIdSql } from '../data-keys/seal.js';
 import type { Sql } from '../db/database.js';
 import { resealSecrets } from './intake/webhook-secrets.js';
 import { boundTo, previousReleaseConnected } from './sealing.js';
@@ -78,7 +78,7 @@ export async function rotateEventData(
          and (${after === undefined} or (e.installation_id, e.position, e.received_at)
               > (${after?.installationId ?? null}::uuid, ${after?.position ?? null}::bigint, ${after?.receivedAt ?? null}::timestamptz))
          and case when e.sealed is null then e.data is not null and ${sealClear}
-                  else substring(e.sealed from 3 for get_byte(e.sealed, 1)) <> convert_to(${current}, 'SQL_ASCII') end
+                  else ${sealedKeyIdSql(sql, 'e.sealed')} <> ${current} end
        order by e.installation_id, e.position, e.received_at
        limit ${batchSize}`;
     if (rows.length === 0) break;
@@ -145,10 +145,10 @@ export async function rotateEventData(
      where k.key_id <> ${current}
        and not exists (select 1 from events e
                         where e.sealed is not null
-                          and substring(e.sealed from 3 for get_byte(e.sealed, 1)) = convert_to(k.key_id, 'SQL_ASCII'))
+                          and ${sealedKeyIdSql(sql, 'e.sealed')} = k.key_id)
        and not exists (select 1 from webhook_secrets w
                         where w.sealed is not null
-                          and substring(w.sealed from 3 for get_byte(w.sealed, 1)) = convert_to(k.key_id, 'SQL_ASCII'))
+                          and ${sealedKeyIdSql(sql, 'w.sealed')} = k.key_id)
     returning k.key_id`;
   return { ...total, leftInClear: left?.n ?? 0, retired: retired.map((row) => row.key_id).sort() };
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
 import type { ComposioGateway } from '../../composio/types.js';
 import type { DataKeys } from '../../data-keys/keys.js';
-import { open, SealError, seal } from '../../data-keys/seal.js';
+import { open, SealError, seal, sealedKeyIdSql } from '../../data-keys/seal.js';
 import type { Db, Sql } from '../../db/database.js';
 import { webhookSecrets } from '../../db/schema.js';
 
@@ -49,13 +49,16 @@ interface SecretRow {
   readonly expiresAt: Date | null;
 }
 
+/** A row as read, with the secret it holds: in clear, or opened; null for a marker or one that does not open. */
+type ReadRow = SecretRow & { readonly opened: string | null };
+
 /**
  * The accepted secrets as stored: a row in clear or sealed holds one; a row with neither is a
  * rotation under way until its `expires_at`. A sealed secret that does not open (a key not given,
  * or not sealed for its row) is left out and said.
  */
-async function readSecrets(db: Db, keys: DataKeys | undefined, log: SecretsLog): Promise<{ state: SecretState; rows: SecretRow[] }> {
-  const rows: SecretRow[] = await db
+async function readSecrets(db: Db, keys: DataKeys | undefined, log: SecretsLog): Promise<{ state: SecretState; rows: ReadRow[] }> {
+  const stored: SecretRow[] = await db
     .select({
       id: webhookSecrets.id,
       secret: webhookSecrets.secret,
@@ -64,17 +67,20 @@ async function readSecrets(db: Db, keys: DataKeys | undefined, log: SecretsLog):
       expiresAt: webhookSecrets.expiresAt,
     })
     .from(webhookSecrets);
-  const stored = new Map<string, Date | null>();
+  const rows = stored.map((row) => ({ ...row, opened: row.secret ?? (row.sealed ? openedSecret(row, keys, log) : null) }));
+  const accepted = new Map<string, Date | null>();
   let pendingUntil: Date | null = null;
   for (const row of rows) {
-    const secret = row.secret ?? (row.sealed ? openedSecret(row, keys, log) : null);
-    if (secret !== null) stored.set(secret, row.expiresAt);
+    if (row.opened !== null) accepted.set(row.opened, row.expiresAt);
     else if (row.sealed === null && row.expiresAt !== null && (pendingUntil === null || row.expiresAt > pendingUntil)) {
       pendingUntil = row.expiresAt;
     }
   }
-  const key = JSON.stringify([[...stored].map(([secret, at]) => [secret, at?.getTime() ?? null]).sort(), pendingUntil?.getTime() ?? null]);
-  return { state: { stored, pendingUntil, key }, rows };
+  const key = JSON.stringify([
+    [...accepted].map(([secret, at]) => [secret, at?.getTime() ?? null]).sort(),
+    pendingUntil?.getTime() ?? null,
+  ]);
+  return { state: { stored: accepted, pendingUntil, key }, rows };
 }
 
 type SecretsLog = { warn(details: object, message: string): void };
@@ -91,7 +97,7 @@ export async function storedSecrets(
   return [...rows]
     .sort((a, b) => a.id - b.id)
     .map((row) => ({
-      secret: row.secret ?? (row.sealed ? openedSecret(row, keys, { warn: () => {} }) : null),
+      secret: row.opened,
       expiresAt: row.expiresAt,
       sealed: row.sealed !== null,
     }));
@@ -121,30 +127,34 @@ function openedSecret(row: SecretRow, keys: DataKeys | undefined, log: SecretsLo
 }
 
 /**
- * Encrypts the rows held in clear (`rows`, as just read): each is written only if it still holds
- * that secret (another process may be at the same). A secret already sealed in another row (its
- * environment value stored again by a broker of the previous release) loses its clear row.
+ * Encrypts the rows held in clear (`rows`, as just read; see `sealClearSecret`); how many it did.
  */
-async function sealClearSecrets(db: Db, keys: DataKeys, rows: readonly SecretRow[]): Promise<number> {
+async function sealClearSecrets(sql: Sql, keys: DataKeys, rows: readonly SecretRow[]): Promise<number> {
   let sealed = 0;
-  for (const row of rows) {
-    if (row.secret === null) continue;
-    const digest = digestOf(row.secret);
-    const value = seal(keys, Buffer.from(row.secret, 'utf8'), secretBinding(digest));
-    const done = await db.execute<{ id: number }>(sql`
-      with twin as (select 1 from ${webhookSecrets} where ${webhookSecrets.digest} = ${digest}),
-           cleared as (
-             update ${webhookSecrets} set sealed = ${value}, digest = ${digest}, secret = null
-              where ${webhookSecrets.id} = ${row.id} and ${webhookSecrets.secret} = ${row.secret} and not exists (select 1 from twin)
-             returning id),
-           dropped as (
-             delete from ${webhookSecrets}
-              where ${webhookSecrets.id} = ${row.id} and ${webhookSecrets.secret} = ${row.secret} and exists (select 1 from twin)
-             returning id)
-      select id from cleared`);
-    sealed += done.length;
-  }
+  for (const row of rows) if (row.secret !== null && (await sealClearSecret(sql, keys, row.id, row.secret))) sealed++;
   return sealed;
+}
+
+/**
+ * Encrypts the row `id` holding `secret` in clear, only if it still holds it (another process may
+ * be at the same); whether it did. A secret already sealed in another row (its environment value
+ * stored again by a broker of the previous release) loses its clear row instead.
+ */
+async function sealClearSecret(sql: Sql, keys: DataKeys, id: number, secret: string): Promise<boolean> {
+  const digest = digestOf(secret);
+  const value = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
+  const cleared = await sql`
+    with twin as (select 1 from webhook_secrets where digest = ${digest}),
+         cleared as (
+           update webhook_secrets set sealed = ${value}, digest = ${digest}, secret = null
+            where id = ${id} and secret = ${secret} and not exists (select 1 from twin)
+           returning id),
+         dropped as (
+           delete from webhook_secrets
+            where id = ${id} and secret = ${secret} and exists (select 1 from twin)
+           returning id)
+    select id from cleared`;
+  return cleared.length > 0;
 }
 
 /** The NOTIFY channel announcing that the accepted webhook signing secrets changed (a rotation): every process reads them again. */
@@ -221,7 +231,7 @@ export class WebhookSecretBook {
       .then(
         async ({ state, rows }) => {
           if (this.sealing?.sealing() && rows.some((row) => row.secret !== null)) {
-            await sealClearSecrets(this.db, this.sealing.keys, rows).catch((err: unknown) =>
+            await sealClearSecrets(this.db.$client, this.sealing.keys, rows).catch((err: unknown) =>
               this.log.warn({ err }, 'could not encrypt the webhook secrets stored in clear; trying again at the next read'),
             );
           }
@@ -394,7 +404,7 @@ export async function resealSecrets(
   const rows = await sql<{ id: number; secret: string | null; sealed: Buffer | null; digest: string | null }[]>`
     select id::int as id, secret, sealed, digest from webhook_secrets
      where secret is not null
-        or (sealed is not null and substring(sealed from 3 for get_byte(sealed, 1)) <> convert_to(${keys.current.id}, 'SQL_ASCII'))`;
+        or ${sealedKeyIdSql(sql, 'sealed')} <> ${keys.current.id}`;
   const done = { resealed: 0, sealedFromClear: 0, unreadable: 0 };
   const log = { warn: () => {} };
   for (const row of rows) {
@@ -403,18 +413,13 @@ export async function resealSecrets(
       done.unreadable++;
       continue;
     }
-    if (row.secret !== null && !sealClear) continue;
-    const digest = digestOf(secret);
-    const value = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
-    const written =
-      row.secret !== null
-        ? await sql`update webhook_secrets set sealed = ${value}, digest = ${digest}, secret = null
-                     where id = ${row.id} and secret = ${row.secret}
-                       and not exists (select 1 from webhook_secrets w where w.digest = ${digest})`
-        : await sql`update webhook_secrets set sealed = ${value} where id = ${row.id} and sealed = ${row.sealed}`;
-    if (written.count === 0) continue;
-    if (row.secret !== null) done.sealedFromClear++;
-    else done.resealed++;
+    if (row.secret !== null) {
+      if (sealClear && (await sealClearSecret(sql, keys, row.id, row.secret))) done.sealedFromClear++;
+      continue;
+    }
+    const value = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(row.digest!));
+    const written = await sql`update webhook_secrets set sealed = ${value} where id = ${row.id} and sealed = ${row.sealed}`;
+    if (written.count > 0) done.resealed++;
   }
   return done;
 }
