@@ -9,6 +9,7 @@ import postgres from 'postgres';
 import { stringify } from 'yaml';
 import { freePort } from '../../src/db/embedded.js';
 import { dataFolderParent } from './data-folder.js';
+import { PG_BIN, runAsUser } from './debian-postgres.js';
 
 /**
  * A two-node Patroni cluster over a one-member etcd, for the `system` project's tests
@@ -83,7 +84,6 @@ const SCOPE = 'omb';
 const NAMES = ['node1', 'node2'] as const;
 const SUPERUSER = 'postgres';
 const REPLICATION_USER = 'replicator';
-const PG_BIN = '/usr/lib/postgresql/15/bin';
 /** How long the cluster may take to start, or a failover to finish, before a test is told why not. */
 const WAIT_MS = 90_000;
 
@@ -111,13 +111,6 @@ function binaries(): Binaries {
     throw new Error(`Patroni's cluster needs Debian's packages: \`apt-get install ${missing.join(' ')}\` (${missing.length} missing)`);
   }
   return { patroni: '/usr/bin/patroni', patronictl: '/usr/bin/patronictl', etcd: '/usr/bin/etcd' };
-}
-
-/** Postgres refuses to run as root: as root, everything runs as Debian's `postgres` user (made by the postgresql-common package). */
-async function runAsUser(): Promise<{ uid?: number; gid?: number }> {
-  if (process.getuid?.() !== 0) return {};
-  const id = async (flag: string) => Number.parseInt((await run('id', [flag, 'postgres'])).stdout, 10);
-  return { uid: await id('-u'), gid: await id('-g') };
 }
 
 interface Node {
