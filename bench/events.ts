@@ -2,10 +2,14 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
+import { parseDataKeys } from '../src/data-keys/keys.js';
+import { seal } from '../src/data-keys/seal.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { quotaExceededEventId } from '../src/events/broker-events.js';
 import { IngestBatcher } from '../src/events/intake/ingest-batcher.js';
+import { jsonMemberText } from '../src/events/intake/member-text.js';
+import { boundTo } from '../src/events/sealing.js';
 import { composioUserIdFor, hashToken } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import { quotaDay } from '../src/plans/plan.js';
@@ -13,6 +17,7 @@ import {
   benchBrokerEnv,
   benchRun,
   type Child,
+  cpuSeconds,
   fmt,
   heading,
   httpCall,
@@ -106,6 +111,9 @@ async function main(): Promise<void> {
     ingestRateVsIdeal: rounded(ingested.rateRatio),
     ingestP99VsIdeal: rounded(ingested.p99Ratio),
     ingestP99Ms: { broker: rounded(ingested.brokerP99), ideal: rounded(ingested.idealP99) },
+    sealingUsPerWebhook: rounded(ingested.sealUsPerEvent, 1),
+    brokerCpuUsPerWebhook: Math.round(ingested.brokerCpuUsPerWebhook),
+    sealingShareOfBrokerCpu: rounded(ingested.sealUsPerEvent / ingested.brokerCpuUsPerWebhook, 3),
     heldPollHeapKiB: { broker: rounded(held.broker.heapKibPerRequest), plainFastify: rounded(held.plain.heapKibPerRequest) },
     heldPollHeapRatio: rounded(held.broker.heapKibPerRequest / held.plain.heapKibPerRequest),
     // null when a process gave memory back between its two readings (see `residentKib`).
@@ -148,7 +156,9 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
   heading(`Signed-webhook ingest: ${SENDERS} concurrent senders, ${RUN_MS / 1000} s each after ${WARMUP_MS / 1000} s warm-up`);
   const agent = new Agent({ keepAlive: true, maxSockets: SENDERS });
   const pick = () => installations[Math.floor(Math.random() * installations.length)]!;
+  let brokerCalls = 0;
   const post = (url: string, installation: Seeded) => async () => {
+    if (url === webhooksOf(broker)) brokerCalls++;
     const webhook = issueWebhook(installation, SECRET, 'bench');
     const answer = await httpCall(agent, url, { method: 'POST', headers: webhook.headers, body: webhook.body });
     return answer.status === 200 && answer.body.includes('accepted');
@@ -163,6 +173,9 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
   const rateRatios: number[] = [];
   const p99Ratios: number[] = [];
   const p99s = { broker: [] as number[], ideal: [] as number[] };
+  // The broker's processor per webhook over its rounds (warm-ups included, as its calls are).
+  const brokerCpuBefore = cpuSeconds(broker);
+  const callsBefore = brokerCalls;
   for (let round = 0; round < INGEST_ROUNDS; round++) {
     const runs = new Map<'ideal' | 'broker', LoadResult>();
     for (const which of round % 2 === 0 ? (['ideal', 'broker'] as const) : (['broker', 'ideal'] as const)) {
@@ -178,10 +191,18 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     p99s.broker.push(brokerP99);
     p99s.ideal.push(idealP99);
   }
+  const brokerCpuUsPerWebhook = ((cpuSeconds(broker) - brokerCpuBefore) * 1e6) / (brokerCalls - callsBefore);
   line(
     'broker ÷ ideal ingest (medians of the rounds)',
     `rate ${median(rateRatios).toFixed(2)}×`,
     `p99 ${median(p99Ratios).toFixed(2)}× (${fmt.ms(median(p99s.broker))} vs ${fmt.ms(median(p99s.ideal))})`,
+  );
+
+  const sealUsPerEvent = sealingCost(installations);
+  line(
+    'encryption at rest, per webhook',
+    `sealing its data ${sealUsPerEvent.toFixed(1)} µs of processor (this process, same payloads)`,
+    `the broker's processor per webhook ${brokerCpuUsPerWebhook.toFixed(0)} µs: ${((100 * sealUsPerEvent) / brokerCpuUsPerWebhook).toFixed(1)}%`,
   );
 
   const hot = installations[0]!;
@@ -238,7 +259,39 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     },
   });
   line(`baseline: bare Postgres INSERT of the same row, ${SENDERS} connections`, ...loadFigures(insert));
-  return { rateRatio: median(rateRatios), p99Ratio: median(p99Ratios), brokerP99: median(p99s.broker), idealP99: median(p99s.ideal) };
+  return {
+    rateRatio: median(rateRatios),
+    p99Ratio: median(p99Ratios),
+    brokerP99: median(p99s.broker),
+    idealP99: median(p99s.ideal),
+    sealUsPerEvent,
+    brokerCpuUsPerWebhook,
+  };
+}
+
+/**
+ * What encrypting one webhook's data costs the broker, in microseconds of processor: what
+ * src/events/sealing.ts `sealFor` does (take the `data` member's text out of the delivery, seal
+ * it bound to its row, base64), over the bench's own deliveries, under a key of its own.
+ */
+function sealingCost(installations: Seeded[]): number {
+  const parsed = parseDataKeys(`bench:${randomBytes(32).toString('base64')}`, 'bench');
+  if ('problems' in parsed) throw new Error(parsed.problems.join('; '));
+  const deliveries = installations
+    .slice(0, 200)
+    .map((installation) => ({ installation, body: issueWebhook(installation, SECRET, 'bench').body }));
+  const sealAll = () => {
+    for (const { installation, body } of deliveries) {
+      const data = jsonMemberText(body, 'data')!;
+      seal(parsed.keys, Buffer.from(data, 'utf8'), boundTo(composioUserIdFor(installation.installationId), 'bench')).toString('base64');
+    }
+  };
+  for (let i = 0; i < 10; i++) sealAll();
+  const rounds = 50;
+  const before = process.cpuUsage();
+  for (let i = 0; i < rounds; i++) sealAll();
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / (rounds * deliveries.length);
 }
 
 async function latency(sql: postgres.Sql, databaseUrl: string, a: Child, b: Child, installations: Seeded[]): Promise<void> {

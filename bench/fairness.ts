@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -8,7 +7,7 @@ import { applyMigrations } from '../src/db/migrate.js';
 import { composioUserIdFor } from '../src/installations/tokens.js';
 import { createLogger } from '../src/logger.js';
 import { startSimulator } from '../src/sim/index.js';
-import { benchRun, type Child, fmt, heading, httpCall, line, percentile, startChild } from './lib.js';
+import { benchRun, type Child, cpuSeconds, fmt, heading, httpCall, line, percentile, startChild } from './lib.js';
 
 /**
  * `npm run bench:fairness`: what one installation can do to another, in one run.
@@ -316,11 +315,4 @@ async function checkInFlood(broker: Child, agent: Agent, others: Who[], flooder:
   }
   floodAgent.destroy();
   process.stdout.write(`${JSON.stringify({ checkInFloodP99Ratios: ratios.map((r) => Number(r.toFixed(2))) })}\n`);
-}
-
-/** CPU time the broker process has used so far (user + system), from /proc. */
-function cpuSeconds(child: Child): number {
-  const stat = readFileSync(`/proc/${child.process.pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }

@@ -77,6 +77,13 @@ export async function startChild(
   };
 }
 
+/** CPU time the child process has used so far (user + system), from /proc. */
+export function cpuSeconds(child: Child): number {
+  const stat = readFileSync(`/proc/${child.process.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 export function rssKiB(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return match ? Number(match[1]) : Number.NaN;

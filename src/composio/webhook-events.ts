@@ -38,12 +38,18 @@ export type WebhookEvent =
     }
   | { readonly type: 'other'; readonly id: string; readonly timestamp: string; readonly eventType: string };
 
+/**
+ * A JSON object, taken as it is: the fields the broker reads are checked below, and the rest is
+ * stored from the delivery's text (a record schema would copy every member of `data` first).
+ */
+const JsonObject = z.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value));
+
 const Envelope = z.object({
   id: z.string().min(1),
   timestamp: z.string().min(1),
   type: z.string().startsWith('composio.'),
-  metadata: z.record(z.string(), z.unknown()),
-  data: z.record(z.string(), z.unknown()),
+  metadata: JsonObject,
+  data: JsonObject,
 });
 
 const TriggerMessageMetadata = z.object({

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -15,8 +15,11 @@ const KEY_BYTES = 32;
 
 interface DataKey {
   readonly id: string;
-  /** 32 bytes, AES-256. */
-  readonly key: Buffer;
+  /**
+   * 32 bytes, AES-256, imported once: a cipher made from it skips importing the bytes again,
+   * and written out it shows its size, never its bytes.
+   */
+  readonly key: KeyObject;
 }
 
 export interface DataKeys {
@@ -74,7 +77,7 @@ function entryProblem(entry: string, index: number, byId: Map<string, DataKey>):
   const key = keyBytes(entry.slice(at + 1).trim());
   if (!key) return `${place}: its key must be 32 bytes in base64 or base64url (\`openssl rand -base64 32\`)`;
   // Written out (a log line, JSON), a key is its id alone.
-  byId.set(id, { id, key, toJSON: () => ({ id }) } as DataKey);
+  byId.set(id, { id, key: createSecretKey(key), toJSON: () => ({ id }) } as DataKey);
   return undefined;
 }
 
