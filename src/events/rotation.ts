@@ -4,8 +4,9 @@ import { recordKeyInUse } from '../data-keys/in-use.js';
 import type { DataKeys } from '../data-keys/keys.js';
 import { open, SealError, seal, sealedKeyIdSql } from '../data-keys/seal.js';
 import type { Sql } from '../db/database.js';
+import type { QueuedEventType } from './event.js';
 import { resealSecrets } from './intake/webhook-secrets.js';
-import { boundTo, previousReleaseConnected } from './sealing.js';
+import { boundTo, previousReleaseConnected, type Sealing } from './sealing.js';
 
 /** Rows read and written back in one transaction: short enough that serving brokers never wait long behind one. */
 export const DEFAULT_ROTATION_BATCH = 500;
@@ -45,14 +46,14 @@ export async function rotateEventData(
     batchSize?: number;
     onBatch?: (batch: RotationBatch, total: RotationBatch) => void;
     signal?: AbortSignal;
-    /** `clear trigger events`: only trigger events stored in clear, and no key retired (a broker's own pass, `sealStoredInClear`). */
-    scope?: 'all' | 'clear trigger events';
+    /** `clear`: only events stored in clear, and no key retired (a broker's own pass, `sealStoredInClear`). */
+    scope?: 'all' | 'clear';
     /** A pause between batches, leaving Postgres to the requests. */
     pauseMs?: number;
   } = {},
 ): Promise<RotationResult> {
   const batchSize = options.batchSize ?? DEFAULT_ROTATION_BATCH;
-  const all = options.scope !== 'clear trigger events';
+  const all = options.scope !== 'clear';
   await recordKeyInUse(sql, keys);
   const sealClear = !(await previousReleaseConnected(sql));
   const current = keys.current.id;
@@ -60,21 +61,11 @@ export async function rotateEventData(
   let after: { installationId: string; position: string; receivedAt: string } | undefined;
   for (;;) {
     options.signal?.throwIfAborted();
-    const rows = await sql<
-      {
-        installation_id: string;
-        position: string;
-        received_at: string;
-        id: string;
-        sealed: Buffer | null;
-        data_text: string | null;
-        composio_user_id: string;
-      }[]
-    >`
+    const rows = await sql<StoredRow[]>`
       select e.installation_id, e.position::text as position, e.received_at::text as received_at, e.id, e.sealed,
              case when e.sealed is null then e.data::text end as data_text, i.composio_user_id
         from events e join installations i on i.id = e.installation_id
-       where (${all} or (e.type = 'trigger.event' and e.sealed is null))
+       where (${all} or e.sealed is null)
          and (${after === undefined} or (e.installation_id, e.position, e.received_at)
               > (${after?.installationId ?? null}::uuid, ${after?.position ?? null}::bigint, ${after?.receivedAt ?? null}::timestamptz))
          and case when e.sealed is null then e.data is not null and ${sealClear}
@@ -85,46 +76,7 @@ export async function rotateEventData(
     const last = rows.at(-1)!;
     after = { installationId: last.installation_id, position: last.position, receivedAt: last.received_at };
 
-    const batch = { resealed: 0, sealedFromClear: 0, unreadable: 0 };
-    const writes: { installationId: string; position: string; receivedAt: string; was: string | null; sealed: string }[] = [];
-    for (const row of rows) {
-      const bound = boundTo(row.composio_user_id, row.id);
-      let text: Buffer;
-      if (row.sealed === null) text = Buffer.from(row.data_text!, 'utf8');
-      else {
-        try {
-          text = open(keys, row.sealed, bound);
-        } catch (error) {
-          if (!(error instanceof SealError)) throw error;
-          batch.unreadable++;
-          continue;
-        }
-      }
-      writes.push({
-        installationId: row.installation_id,
-        position: row.position,
-        receivedAt: row.received_at,
-        was: row.sealed?.toString('base64') ?? null,
-        sealed: seal(keys, text, bound).toString('base64'),
-      });
-    }
-    if (writes.length > 0) {
-      // Written only where the row still holds what was read (a row acknowledged and removed, or
-      // sealed again by another run meanwhile, is left alone).
-      const written = await sql<{ cleared: boolean }[]>`
-        update events e set sealed = decode(v.sealed, 'base64'), data = null
-          from unnest(${writes.map((w) => w.installationId)}::text[], ${writes.map((w) => w.position)}::text[],
-                      ${writes.map((w) => w.receivedAt)}::text[], ${writes.map((w) => w.was)}::text[],
-                      ${writes.map((w) => w.sealed)}::text[]) as v(installation_id, position, received_at, was, sealed)
-         where e.installation_id = v.installation_id::uuid and e.position = v.position::bigint
-           and e.received_at = v.received_at::timestamptz
-           and e.sealed is not distinct from decode(v.was, 'base64')
-        returning v.was is null as cleared`;
-      for (const row of written) {
-        if (row.cleared) batch.sealedFromClear++;
-        else batch.resealed++;
-      }
-    }
+    const batch = await sealRows(sql, keys, rows);
     total.resealed += batch.resealed;
     total.sealedFromClear += batch.sealedFromClear;
     total.unreadable += batch.unreadable;
@@ -153,16 +105,143 @@ export async function rotateEventData(
   return { ...total, leftInClear: left?.n ?? 0, retired: retired.map((row) => row.key_id).sort() };
 }
 
+/** An event as read to be sealed: where it is, its sealed bytes or its clear data's text, and what it is bound to. */
+interface StoredRow {
+  installation_id: string;
+  position: string;
+  received_at: string;
+  id: string;
+  sealed: Buffer | null;
+  data_text: string | null;
+  composio_user_id: string;
+}
+
 /**
- * A broker's own pass over the trigger events stored in clear (before this release, or while a
- * broker of the previous release was connected), once the previous release has gone: each sealed
- * under the current key, in small batches with a pause between them, until none is left. Every
- * process that saw the previous release go makes the pass; a row is written only where unchanged, so two at
+ * Seals each row's data under the current key (opened first when sealed under another), bound to
+ * its row, and writes it where the row still holds what was read: a row acknowledged and removed,
+ * or sealed by another process meanwhile, is left alone. A value that does not open is counted.
+ */
+async function sealRows(sql: Sql, keys: DataKeys, rows: readonly StoredRow[]): Promise<RotationBatch> {
+  const batch = { resealed: 0, sealedFromClear: 0, unreadable: 0 };
+  const writes: { installationId: string; position: string; receivedAt: string; was: string | null; sealed: string }[] = [];
+  for (const row of rows) {
+    const bound = boundTo(row.composio_user_id, row.id);
+    let text: Buffer;
+    if (row.sealed === null) text = Buffer.from(row.data_text!, 'utf8');
+    else {
+      try {
+        text = open(keys, row.sealed, bound);
+      } catch (error) {
+        if (!(error instanceof SealError)) throw error;
+        batch.unreadable++;
+        continue;
+      }
+    }
+    writes.push({
+      installationId: row.installation_id,
+      position: row.position,
+      receivedAt: row.received_at,
+      was: row.sealed?.toString('base64') ?? null,
+      sealed: seal(keys, text, bound).toString('base64'),
+    });
+  }
+  if (writes.length > 0) {
+    // Written only where the row still holds what was read (a row acknowledged and removed, or
+    // sealed again by another run meanwhile, is left alone).
+    const written = await sql<{ cleared: boolean }[]>`
+      update events e set sealed = decode(v.sealed, 'base64'), data = null
+        from unnest(${writes.map((w) => w.installationId)}::text[], ${writes.map((w) => w.position)}::text[],
+                    ${writes.map((w) => w.receivedAt)}::text[], ${writes.map((w) => w.was)}::text[],
+                    ${writes.map((w) => w.sealed)}::text[]) as v(installation_id, position, received_at, was, sealed)
+       where e.installation_id = v.installation_id::uuid and e.position = v.position::bigint
+         and e.received_at = v.received_at::timestamptz
+         and e.sealed is not distinct from decode(v.was, 'base64')
+      returning v.was is null as cleared`;
+    for (const row of written) {
+      if (row.cleared) batch.sealedFromClear++;
+      else batch.resealed++;
+    }
+  }
+  return batch;
+}
+
+/**
+ * A broker's own pass over the events stored in clear (before this release, or while a broker of
+ * the previous release was connected), once the previous release has gone: each sealed under the
+ * current key, in small batches with a pause between them, until none is left. Every process that
+ * saw the previous release go makes the pass; a row is written only where unchanged, so two at
  * once only share the work. Logged when it sealed any.
  */
 export async function sealStoredInClear(sql: Sql, keys: DataKeys, log: Logger, signal: AbortSignal): Promise<void> {
-  const result = await rotateEventData(sql, keys, { scope: 'clear trigger events', batchSize: 200, pauseMs: 50, signal });
+  const result = await rotateEventData(sql, keys, { scope: 'clear', batchSize: 200, pauseMs: 50, signal });
   if (result.sealedFromClear > 0) {
-    log.info({ sealed: result.sealedFromClear, unreadable: result.unreadable }, 'trigger events stored in clear are now encrypted');
+    log.info({ sealed: result.sealedFromClear, unreadable: result.unreadable }, 'events stored in clear are now encrypted');
+  }
+}
+
+/** Rows of one installation sealed in one statement: more wait for the next round. */
+const INSTALLATION_BATCH = 100;
+
+/**
+ * The broker's own events (`quota.exceeded`, `connection.expired`, `trigger.disabled`) and test
+ * events are written by database functions the previous release shares, which store their data
+ * in clear: so once one is queued and committed, the process that queued it seals its
+ * installation's events stored in clear (read by the installation's own key, in the background,
+ * a few milliseconds later). Not while a broker of the previous release may be connected (it
+ * reads only clear data); a process stopped before it sealed one leaves it to the next event of
+ * that installation, to the pass after an upgrade, or to `data-keys rotate`.
+ */
+export class QueuedInClearSealer {
+  private readonly pending = new Set<string>();
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly sealing: Sealing,
+    private readonly log: Logger,
+  ) {}
+
+  /** An event of `type` was queued for `installationId` and committed (EventNotifier's listener). */
+  queued(installationId: string, type: QueuedEventType): void {
+    // A trigger event is sealed as it is written, whenever this process seals.
+    if (type === 'trigger.event' || this.stopped || !this.sealing.sealing()) return;
+    this.pending.add(installationId);
+    this.drain();
+  }
+
+  /** Waits for the round under way; what is still pending is left (see above). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.pending.clear();
+    await this.running;
+  }
+
+  private drain(): void {
+    if (this.running || this.pending.size === 0) return;
+    const installationId = this.pending.values().next().value!;
+    this.pending.delete(installationId);
+    this.running = this.sealInstallation(installationId)
+      .catch((err: unknown) =>
+        this.log.warn({ err, installationId }, 'could not encrypt an event stored in clear; the next event of the installation will'),
+      )
+      .finally(() => {
+        this.running = undefined;
+        this.drain();
+      });
+  }
+
+  private async sealInstallation(installationId: string): Promise<void> {
+    for (;;) {
+      const rows = await this.sql<StoredRow[]>`
+        select e.installation_id, e.position::text as position, e.received_at::text as received_at, e.id,
+               null::bytea as sealed, e.data::text as data_text, i.composio_user_id
+          from events e join installations i on i.id = e.installation_id
+         where e.installation_id = ${installationId} and e.sealed is null and e.data is not null
+         limit ${INSTALLATION_BATCH}`;
+      if (rows.length === 0) return;
+      await sealRows(this.sql, this.sealing.keys, rows);
+      if (rows.length < INSTALLATION_BATCH || this.stopped) return;
+    }
   }
 }

@@ -3,15 +3,16 @@ import type { DataKeys } from '../data-keys/keys.js';
 import type { Database } from '../db/database.js';
 import { createIntakeRuntime, type IntakeRuntime } from './intake/runtime.js';
 import { createQueueRuntime, type QueueRuntime } from './queue/runtime.js';
-import { sealStoredInClear } from './rotation.js';
+import { QueuedInClearSealer, sealStoredInClear } from './rotation.js';
 import { Sealing } from './sealing.js';
 
 /**
  * The per-process machinery behind app events: the queue's (the waiting room for long polls, the
  * one LISTEN connection, the coalescing notifier), the intake's (ingest's group commit, the
- * webhook outcome counters, the watch on the accepted webhook secrets), and the sealing of trigger
- * events' data with the data keys (none without keys: then data is stored and read in clear),
- * with a pass over what was stored in clear once the previous release has gone.
+ * webhook outcome counters, the watch on the accepted webhook secrets), and the sealing of events'
+ * data with the data keys (none without keys: then data is stored and read in clear): trigger
+ * events as they are written, the others right after (QueuedInClearSealer), and a pass over what
+ * was stored in clear once the previous release has gone.
  */
 export type EventsRuntime = QueueRuntime & IntakeRuntime & { readonly sealing: Sealing | undefined };
 
@@ -37,12 +38,14 @@ export function createEventsRuntime(options: {
     clearing ??= sealStoredInClear(options.database.sql, sealing.keys, log, stopping.signal)
       .catch((err: unknown) => {
         if (!stopping.signal.aborted)
-          log.warn({ err }, 'could not encrypt the trigger events stored in clear; trying again when sealing starts again');
+          log.warn({ err }, 'could not encrypt the events stored in clear; trying again when sealing starts again');
       })
       .finally(() => {
         clearing = undefined;
       });
   });
+  const sealer = sealing && new QueuedInClearSealer(options.database.sql, sealing, log);
+  const stopSealingQueued = sealer ? queue.notifier.onQueued((type, installationId) => sealer.queued(installationId, type)) : () => {};
   return {
     ...queue,
     ...createIntakeRuntime(options.database.sql, queue.listener, options.logger),
@@ -53,7 +56,8 @@ export function createEventsRuntime(options: {
     async stop() {
       sealing?.stop();
       stopping.abort();
-      await clearing;
+      stopSealingQueued();
+      await Promise.all([clearing, sealer?.stop()]);
       await queue.stop();
     },
   };

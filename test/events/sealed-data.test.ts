@@ -1,12 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PREVIOUS_RELEASE_APPLICATION_NAMES } from '../../src/db/database.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
+import { quotaDay } from '../../src/plans/plan.js';
+import { queueTriggerTest } from '../../src/triggers/test-event.js';
 import { runCli } from '../operators/support.js';
 import { buildTestApp, register, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { until } from '../support/http.js';
 import {
+  accountExpired,
   BROKER_ENV,
   buildEventsApp,
   type EventsTestApp,
@@ -15,6 +19,7 @@ import {
   post,
   SECRET,
   signed,
+  type TestTrigger,
   triggerMessage,
 } from './helpers.js';
 
@@ -134,6 +139,79 @@ describe('trigger events’ data at rest', () => {
   });
 });
 
+/** Queued outside any webhook's `data`, by the database functions the previous release shares. */
+const BROKER_MADE = ['quota.exceeded', 'trigger.test', 'trigger.disabled', 'connection.expired'];
+
+/** The apps' daily quota of kept events, which queueEveryKind goes over. */
+const QUOTA = 2;
+const TRIGGER_EVENTS = Array(QUOTA).fill('trigger.event');
+
+/**
+ * The installation's quota of trigger events, then one event of each kind the broker makes: the
+ * day's `quota.exceeded`, a test event, its trigger stopped by Composio,
+ * its account expired.
+ */
+async function queueEveryKind(t: EventsTestApp, installationId: string): Promise<TestTrigger> {
+  const trigger = await insertTrigger(t.database, installationId);
+  for (let n = 0; n <= QUOTA; n++) await post(t, signed(triggerMessage(trigger, { n }), { at: t.clock.now() }));
+  const tests = { db: t.database.db, types: { peek: () => undefined }, notifier: t.events.notifier, testsPerDay: 5 };
+  await queueTriggerTest(tests, installationId, trigger.id, t.clock.now());
+  const stop = { trigger_id: trigger.composioTriggerId, disabled_reason: 'subscription_auth_failure' };
+  const disabled = {
+    id: randomUUID(),
+    timestamp: t.clock.now().toISOString(),
+    type: 'composio.trigger.disabled',
+    metadata: {},
+    data: stop,
+  };
+  expect((await post(t, signed(disabled, { at: t.clock.now() }))).json()).toEqual({ outcome: 'accepted' });
+  // Its account, which a stopped trigger no longer needs, expires.
+  expect((await post(t, signed(accountExpired(trigger.composioUserId, trigger.connectedAccountId), { at: t.clock.now() }))).json()).toEqual(
+    {
+      outcome: 'accepted',
+    },
+  );
+  return trigger;
+}
+
+/** How each of the installation's events is stored, in its queue's order. */
+function storedEvents(t: EventsTestApp, installationId: string) {
+  return t.database.sql<{ type: string; sealed: boolean; clear: boolean }[]>`
+    select type, sealed is not null as sealed, data is not null as clear
+      from events where installation_id = ${installationId} order by position`;
+}
+
+describe('the broker’s own events and test events at rest', () => {
+  let t: EventsTestApp;
+  beforeAll(async () => {
+    t = await buildEventsApp({ QUOTA_STANDARD: String(QUOTA) });
+  });
+  afterAll(() => t.close());
+
+  it('are sealed right after they are queued, and read back as they were written', async () => {
+    const owner = await register(t.app);
+    const trigger = await queueEveryKind(t, owner.installationId);
+    await until(
+      async () => (await storedEvents(t, owner.installationId)).every((row) => row.sealed && !row.clear),
+      5_000,
+      'every event sealed',
+    );
+    expect((await storedEvents(t, owner.installationId)).map((row) => row.type)).toEqual([...TRIGGER_EVENTS, ...BROKER_MADE]);
+    const read = (await getEvents(t, owner.auth, { limit: 100 })).json<{ events: Array<{ type: string; data: unknown }> }>().events;
+    const data = Object.fromEntries(read.map((e) => [e.type, e.data]));
+    expect(data).toEqual({
+      'trigger.event': { n: QUOTA - 1 },
+      'quota.exceeded': { day: quotaDay(t.clock.now()).day, eventsPerDay: QUOTA, resetsAt: quotaDay(t.clock.now()).resetsAt.toISOString() },
+      'trigger.test': {},
+      'trigger.disabled': { reason: 'subscription_auth_failure', status: 'disabled_by_composio' },
+      'connection.expired': expect.objectContaining({ connectedAccountId: trigger.connectedAccountId, toolkit: 'github' }),
+    });
+    // Another installation's events are neither read nor written.
+    const other = await register(t.app);
+    expect(await storedEvents(t, other.installationId)).toEqual([]);
+  });
+});
+
 describe('npm run cli -- data-keys status', () => {
   it('counts the values each key protects and those in clear, with the keys in use', async () => {
     const database = await createTestDatabase();
@@ -184,7 +262,7 @@ describe('beside a broker of the previous release', () => {
     // What a 0.1.0 broker's LISTEN connection calls itself.
     previous = postgres(database.url, { max: 1, connection: { application_name: PREVIOUS_RELEASE_APPLICATION_NAMES[2] } });
     await previous`select 1`;
-    t = await buildEventsApp({}, { database });
+    t = await buildEventsApp({ QUOTA_STANDARD: String(QUOTA) }, { database });
   });
   afterAll(async () => {
     await t?.close();
@@ -206,5 +284,14 @@ describe('beside a broker of the previous release', () => {
     expect((await post(t, nul)).json()).toEqual({ outcome: 'accepted' });
     const [stored] = await database.sql<{ data: unknown }[]>`select data from events where id = ${nul.id}`;
     expect(stored!.data).toEqual({ text: 'a\uFFFDb' });
+  });
+  it('leaves the broker’s own events and test events in clear too', async () => {
+    const owner = await register(t.app);
+    await queueEveryKind(t, owner.installationId);
+    // What a sealing process would have sealed by now (a few milliseconds after each append).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const stored = await storedEvents(t, owner.installationId);
+    expect(stored.map((row) => row.type)).toEqual([...TRIGGER_EVENTS, ...BROKER_MADE]);
+    expect(stored.every((row) => row.clear && !row.sealed)).toBe(true);
   });
 });

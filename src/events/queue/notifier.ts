@@ -42,14 +42,15 @@ export function announcingQueued(sql: Sql, queuedRows = QUEUED_ROWS) {
   };
 }
 
-/** What is told of each event queued: its type (the metrics count them). */
-export type QueuedListener = (type: QueuedEventType) => void;
+/** What is told of each event queued: its type (the metrics count them), and whose it is. */
+export type QueuedListener = (type: QueuedEventType, installationId: string) => void;
 
 /**
  * This process's side of an event queued: the one step every path that queues an event (webhook
  * ingest, a test event, a stop the reconciliation found) takes once the append committed. What
  * this process knew of the queue's head is dropped at once, so that a poll right after the
- * answer reads; and the listeners (the metrics) are told its type.
+ * answer reads; and the listeners (the metrics, the sealing of what the database wrote in clear)
+ * are told its type and installation.
  *
  * The waiting polls are woken once, by the announcement the append's own transaction sent, which
  * this process hears as every other does: waking them here as well woke each twice. While this
@@ -69,7 +70,7 @@ export class EventNotifier {
   queued(installationId: string, type: QueuedEventType): void {
     this.knowledge.heard(installationId);
     if (this.hearing.epoch === null) this.hub.wake(installationId);
-    for (const listener of this.listeners) listener(type);
+    for (const listener of this.listeners) listener(type, installationId);
   }
 
   /** Calls `listener` for every event queued from now on; the answer stops it. */
