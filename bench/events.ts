@@ -26,6 +26,7 @@ import {
   line,
   loadFigures,
   MEMORY_PROBE,
+  machineBusySeconds,
   median,
   memoryAfterGc,
   percentile,
@@ -114,6 +115,10 @@ async function main(): Promise<void> {
     sealingUsPerWebhook: rounded(ingested.sealUsPerEvent, 1),
     brokerCpuUsPerWebhook: Math.round(ingested.brokerCpuUsPerWebhook),
     sealingShareOfBrokerCpu: rounded(ingested.sealUsPerEvent / ingested.brokerCpuUsPerWebhook, 3),
+    machineCpuUsPerWebhook: {
+      broker: Math.round(ingested.machineUsPerWebhook.broker),
+      ideal: Math.round(ingested.machineUsPerWebhook.ideal),
+    },
     heldPollHeapKiB: { broker: rounded(held.broker.heapKibPerRequest), plainFastify: rounded(held.plain.heapKibPerRequest) },
     heldPollHeapRatio: rounded(held.broker.heapKibPerRequest / held.plain.heapKibPerRequest),
     // null when a process gave memory back between its two readings (see `residentKib`).
@@ -156,9 +161,10 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
   heading(`Signed-webhook ingest: ${SENDERS} concurrent senders, ${RUN_MS / 1000} s each after ${WARMUP_MS / 1000} s warm-up`);
   const agent = new Agent({ keepAlive: true, maxSockets: SENDERS });
   const pick = () => installations[Math.floor(Math.random() * installations.length)]!;
-  let brokerCalls = 0;
+  const calls = { ideal: 0, broker: 0 };
   const post = (url: string, installation: Seeded) => async () => {
-    if (url === webhooksOf(broker)) brokerCalls++;
+    if (url === webhooksOf(broker)) calls.broker++;
+    else if (url.endsWith('/ideal/webhooks/composio')) calls.ideal++;
     const webhook = issueWebhook(installation, SECRET, 'bench');
     const answer = await httpCall(agent, url, { method: 'POST', headers: webhook.headers, body: webhook.body });
     return answer.status === 200 && answer.body.includes('accepted');
@@ -173,13 +179,17 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
   const rateRatios: number[] = [];
   const p99Ratios: number[] = [];
   const p99s = { broker: [] as number[], ideal: [] as number[] };
-  // The broker's processor per webhook over its rounds (warm-ups included, as its calls are).
+  // Processor per webhook over the rounds, warm-ups included as their calls are: the broker
+  // process's own, and the whole machine's (this load, Postgres, the server) in each kind of round.
   const brokerCpuBefore = cpuSeconds(broker);
-  const callsBefore = brokerCalls;
+  const callsBefore = { ...calls };
+  const machine = { ideal: 0, broker: 0 };
   for (let round = 0; round < INGEST_ROUNDS; round++) {
     const runs = new Map<'ideal' | 'broker', LoadResult>();
     for (const which of round % 2 === 0 ? (['ideal', 'broker'] as const) : (['broker', 'ideal'] as const)) {
+      const busyBefore = machineBusySeconds();
       runs.set(which, await load(which === 'ideal' ? `${baseline.url}/ideal/webhooks/composio` : webhooksOf(broker)));
+      machine[which] += machineBusySeconds() - busyBefore;
     }
     const [ideal, brokerRun] = [runs.get('ideal')!, runs.get('broker')!];
     line('ideal ingest: same HMAC check, one INSERT … SELECT committed per webhook, pool 12', ...loadFigures(ideal));
@@ -191,7 +201,11 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     p99s.broker.push(brokerP99);
     p99s.ideal.push(idealP99);
   }
-  const brokerCpuUsPerWebhook = ((cpuSeconds(broker) - brokerCpuBefore) * 1e6) / (brokerCalls - callsBefore);
+  const brokerCpuUsPerWebhook = ((cpuSeconds(broker) - brokerCpuBefore) * 1e6) / (calls.broker - callsBefore.broker);
+  const machineUsPerWebhook = {
+    ideal: (machine.ideal * 1e6) / (calls.ideal - callsBefore.ideal),
+    broker: (machine.broker * 1e6) / (calls.broker - callsBefore.broker),
+  };
   line(
     'broker ÷ ideal ingest (medians of the rounds)',
     `rate ${median(rateRatios).toFixed(2)}×`,
@@ -203,6 +217,11 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     'encryption at rest, per webhook',
     `sealing its data ${sealUsPerEvent.toFixed(1)} µs of processor (this process, same payloads)`,
     `the broker's processor per webhook ${brokerCpuUsPerWebhook.toFixed(0)} µs: ${((100 * sealUsPerEvent) / brokerCpuUsPerWebhook).toFixed(1)}%`,
+  );
+  line(
+    'the machine’s processor per webhook (load, server, Postgres)',
+    `ideal ${machineUsPerWebhook.ideal.toFixed(0)} µs`,
+    `broker ${machineUsPerWebhook.broker.toFixed(0)} µs, of which the broker process ${brokerCpuUsPerWebhook.toFixed(0)} µs`,
   );
 
   const hot = installations[0]!;
@@ -266,6 +285,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     idealP99: median(p99s.ideal),
     sealUsPerEvent,
     brokerCpuUsPerWebhook,
+    machineUsPerWebhook,
   };
 }
 

@@ -16,11 +16,13 @@ import {
   benchBrokerEnv,
   benchRun,
   type Child,
+  clockTicksPerSecond,
   fmt,
   heading,
   httpCall,
   line,
   MEMORY_PROBE,
+  machineBusySeconds,
   memoryAfterGc,
   type ProbedMemory,
   percentile,
@@ -240,7 +242,7 @@ interface Usage {
 }
 
 class Counters {
-  private readonly tickUs = 1e6 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+  private readonly tickUs = 1e6 / clockTicksPerSecond();
 
   constructor(
     private readonly admin: postgres.Sql,
@@ -287,15 +289,12 @@ class Counters {
 
   /** Where the machine's busy CPU time stands, and this bench's share of it (this process, its servers, Postgres). */
   machine(): { busyUs: number; ownUs: number } {
-    // cpu  user nice system idle iowait irq softirq steal …, in clock ticks.
-    const total = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    const busy = [0, 1, 2, 5, 6, 7].reduce((sum, i) => sum + (total[i] ?? 0), 0);
     const self = statFields(process.pid)!;
     const ownUs =
       (Number(self[11]) + Number(self[12])) * this.tickUs +
       this.servers.reduce((sum, server) => sum + this.processUs(server), 0) +
       this.postgresUs();
-    return { busyUs: busy * this.tickUs, ownUs };
+    return { busyUs: machineBusySeconds() * 1e6, ownUs };
   }
 
   /** The cores the rest of the machine used between two `machine()` readings `ms` apart. */

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -82,6 +82,21 @@ export function cpuSeconds(child: Child): number {
   const stat = readFileSync(`/proc/${child.process.pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** The whole machine's busy processor time so far (every process, every core), in seconds, from /proc/stat. */
+export function machineBusySeconds(): number {
+  // cpu  user nice system idle iowait irq softirq steal …, in clock ticks.
+  const ticks = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return [0, 1, 2, 5, 6, 7].reduce((sum, i) => sum + (ticks[i] ?? 0), 0) / clockTicksPerSecond();
+}
+
+let ticksPerSecond: number | undefined;
+
+/** The unit of /proc's processor times (`getconf CLK_TCK`). */
+export function clockTicksPerSecond(): number {
+  ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+  return ticksPerSecond;
 }
 
 export function rssKiB(pid: number): number {
