@@ -129,12 +129,12 @@ export class Sealing {
       const after = this.sealing();
       if (before !== after) {
         if (after) {
-          this.log.info({ encrypting: this.keys.current.id }, 'trigger events’ data is stored encrypted');
+          this.log.info({ encrypting: this.keys.current.id }, 'events’ data is stored encrypted');
           for (const listener of this.startedListeners) listener(this.previousSeenAt !== null);
         } else
           this.log.warn(
             { settleMinutes: this.options.settleMs / 60_000 },
-            'a broker of the previous release is connected: trigger events’ data is stored in clear until none has been for a while',
+            'a broker of the previous release is connected: events’ data is stored in clear until none has been for a while',
           );
       }
     } catch (error) {

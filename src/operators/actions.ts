@@ -99,7 +99,7 @@ export async function rotateSecret(
 ): Promise<Rotation> {
   const { database, clock } = ctx;
   const rotated = await rotateWebhookSecret(
-    { db: database.db, composio: rotation.composio },
+    { db: database.db, composio: rotation.composio, ...(rotation.keys ? { keys: rotation.keys } : {}) },
     { webhookUrl: rotation.webhookUrl, keepOldForMs: rotation.keepOldForMs, now: clock.now() },
   );
   await recordAudit(

@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storedSecrets as storedWebhookSecrets } from '../../src/events/intake/webhook-secrets.js';
 import { type Simulator, startSimulator } from '../../src/sim/index.js';
 import { buildEventsApp, type EventsTestApp, post, signed } from '../events/helpers.js';
-import { testDataKeys } from '../support/data-keys.js';
+import { TEST_DATA_KEYS, testDataKeys } from '../support/data-keys.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { until } from '../support/http.js';
 import { runCli } from './support.js';
 
 let sim: Simulator;
@@ -179,6 +181,42 @@ describe('a rotation run with COMPOSIO_WEBHOOK_SECRET in the operator’s shell'
       expect(rotated.code, rotated.stderr).toBe(0);
       expect((await storedSecrets(own)).map((r) => r.secret)).toEqual([rotated.stdout.trim()]);
     } finally {
+      await own.drop();
+    }
+  });
+
+  it('stores the new secret encrypted from the first when given the brokers’ data key, in clear under a key no broker uses', async () => {
+    const own = await createTestDatabase();
+    // A broker that encrypts under the key `test`, recorded in use at its start; then none runs,
+    // so nothing but the command writes the secrets.
+    let broker = await brokerWith(own, 'the-brokers-secret');
+    await until(async () => (await own.sql`select 1 from data_keys_in_use where key_id = 'test'`).length === 1, 5_000, 'the key in use');
+    await broker.close();
+    try {
+      const stored = (secret: string) =>
+        own.sql<{ secret: string | null; sealed: boolean }[]>`
+          select secret, sealed is not null as sealed from webhook_secrets
+           where secret = ${secret} or digest = encode(sha256(convert_to(${secret}, 'UTF8')), 'hex')`;
+
+      const rotated = await runCli(['webhook', 'rotate-secret'], { ...env, DATABASE_URL: own.url, DATA_ENCRYPTION_KEYS: TEST_DATA_KEYS });
+      expect(rotated.code, rotated.stderr).toBe(0);
+      const fresh = rotated.stdout.trim();
+      expect(await stored(fresh)).toEqual([{ secret: null, sealed: true }]);
+
+      // A key of the command's own, which no broker has: in clear, for the brokers to encrypt with theirs.
+      const unused = `unused:${randomBytes(32).toString('base64')},${TEST_DATA_KEYS}`;
+      const again = await runCli(['webhook', 'rotate-secret'], { ...env, DATABASE_URL: own.url, DATA_ENCRYPTION_KEYS: unused });
+      expect(again.code, again.stderr).toBe(0);
+      const newest = again.stdout.trim();
+      expect(await stored(newest)).toEqual([{ secret: newest, sealed: false }]);
+
+      broker = await brokerWith(own, 'the-brokers-secret');
+      expect(await probe(broker, fresh)).toBe(200);
+      expect(await probe(broker, newest)).toBe(200);
+      await until(async () => (await stored(newest))[0]?.sealed === true, 5_000, 'the broker encrypting it');
+      expect(await stored(newest)).toEqual([{ secret: null, sealed: true }]);
+    } finally {
+      await broker.close();
       await own.drop();
     }
   });

@@ -5,6 +5,7 @@ import type { DataKeys } from '../../data-keys/keys.js';
 import { open, SealError, seal, sealedKeyIdSql } from '../../data-keys/seal.js';
 import type { Db, Sql } from '../../db/database.js';
 import { webhookSecrets } from '../../db/schema.js';
+import { previousReleaseConnected } from '../sealing.js';
 
 /**
  * The webhook signing secrets every broker process accepts, and their rotation. The only module
@@ -20,10 +21,11 @@ import { webhookSecrets } from '../../db/schema.js';
  * At rest they are encrypted (`sealed`, src/data-keys/seal.ts, bound to the secret's SHA-256 in
  * `digest`, which also tells two rows of one secret apart) once this process seals (the same gate
  * as trigger events', src/events/sealing.ts: not while a broker of the previous release, which
- * reads only `secret`, is connected). Everything writes them in clear, as the previous release
- * does (a broker's environment values at its start, a rotation's new secret), and a sealing
- * process encrypts the rows in clear at its next read of the table: at once for a rotation, which
- * every process is told of, and within 30 s otherwise.
+ * reads only `secret`, is connected). A broker's environment values are written in clear at its
+ * start, as the previous release writes them, and a sealing process encrypts the rows in clear at
+ * its next read of the table (within 30 s); a rotation's new secret is written encrypted when the
+ * process that rotates has the brokers' data key and they encrypt now (`sealedForStorage`), in
+ * clear otherwise, and then encrypted at once (every process is told of a rotation).
  */
 
 /** What a process needs to encrypt the secrets: its data keys, and whether it encrypts now. */
@@ -312,6 +314,8 @@ async function storeEnvironmentSecrets(db: Db, secrets: readonly string[]): Prom
 export interface RotationDeps {
   readonly db: Db;
   readonly composio: Pick<ComposioGateway, 'setWebhookSubscription' | 'rotateWebhookSecret'>;
+  /** The data keys of the process that rotates, when it has them: the new secret is then stored encrypted, if it may be (see `sealedForStorage`). */
+  readonly keys?: DataKeys;
 }
 
 export interface RotationRequest {
@@ -373,22 +377,41 @@ export async function rotateWebhookSecret(deps: RotationDeps, request: RotationR
   }
 
   const oldExpireAt = new Date(now.getTime() + request.keepOldForMs);
+  const digest = digestOf(secret);
+  const sealed = await sealedForStorage(db.$client, deps.keys, secret, digest);
   await db.transaction(async (tx) => {
     // Every accepted secret expires at the end of the overlap, unless it expires sooner.
     // (A secret's rows in clear or sealed; a sealed one is told by its digest.)
-    const digest = digestOf(secret);
     await tx.execute(sql`
       update ${webhookSecrets} set expires_at = ${oldExpireAt.toISOString()}::timestamptz
        where (secret is not null or sealed is not null)
          and coalesce(digest, encode(sha256(convert_to(secret, 'UTF8')), 'hex')) <> ${digest}
          and (expires_at is null or expires_at > ${oldExpireAt.toISOString()}::timestamptz)`);
     await tx.execute(sql`delete from ${webhookSecrets} where secret = ${secret} or digest = ${digest}`);
-    await tx.update(webhookSecrets).set({ secret, expiresAt: null }).where(eq(webhookSecrets.id, marker!.id));
+    await tx
+      .update(webhookSecrets)
+      .set(sealed ? { secret: null, sealed, digest, expiresAt: null } : { secret, expiresAt: null })
+      .where(eq(webhookSecrets.id, marker!.id));
     // Markers of rotations that never finished are no use any more.
     await tx.execute(sql`delete from ${webhookSecrets} where secret is null and sealed is null`);
     await tx.execute(sql`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotated')`);
   });
   return { subscriptionId: subscription.id, secret, oldExpireAt };
+}
+
+/**
+ * A rotation's new secret encrypted under `keys`' current key, for storing it so: only when the
+ * brokers encrypt now under that very key (none of the previous release connected, which reads
+ * only clear secrets, and the key recorded in use, so every broker started since has it).
+ * Otherwise undefined: it is stored in clear, and the brokers encrypt it at their next read.
+ * Stored encrypted from the first, the secret is never written to the database's files in clear.
+ */
+async function sealedForStorage(sql: Sql, keys: DataKeys | undefined, secret: string, digest: string): Promise<Buffer | undefined> {
+  if (!keys) return undefined;
+  const [row] = await sql<{ recorded: boolean }[]>`
+    select exists (select 1 from data_keys_in_use where key_id = ${keys.current.id}) as recorded`;
+  if (!row?.recorded || (await previousReleaseConnected(sql))) return undefined;
+  return seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
 }
 
 /**

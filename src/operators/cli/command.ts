@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { type Config, ConfigError, loadConfig } from '../../config.js';
+import { type DataKeys, keyFile } from '../../data-keys/keys.js';
 
 /** Where a command writes: results on stdout (pipe-friendly), notes and problems on stderr. */
 export interface CliIo {
@@ -62,6 +63,11 @@ export function cliConfig(env: CliEnv): Config {
     if (error instanceof ConfigError) throw new CommandFailed(`invalid configuration: ${error.problems.join('; ')}`);
     throw error;
   }
+}
+
+/** The brokers' data keys as the CLI is given them: `DATA_ENCRYPTION_KEYS`, or the embedded default's key file. */
+export function cliDataKeys(config: Config): DataKeys | undefined {
+  return config.dataKeys ?? (config.databaseUrl ? undefined : keyFile(config.dataDir).keys);
 }
 
 /** Who runs a command that changes something, for the audit trail: `--as`, else the login name. */

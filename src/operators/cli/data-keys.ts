@@ -1,7 +1,6 @@
 import { dataKeysStatus, MissingDataKeys, missingKeyIds } from '../../data-keys/in-use.js';
-import { keyFile } from '../../data-keys/keys.js';
 import { DEFAULT_ROTATION_BATCH, rotateEventData } from '../../events/rotation.js';
-import { type Command, CommandFailed, cliConfig, parseOptions, positiveNumber } from './command.js';
+import { type Command, CommandFailed, cliConfig, cliDataKeys, parseOptions, positiveNumber } from './command.js';
 import { cliLogger, describeTarget, withBrokerDatabase } from './database.js';
 
 export const dataKeysStatusCommand: Command = {
@@ -58,7 +57,7 @@ key not given) or stay in clear (a broker of the previous release is connected).
     const batchSize =
       values.batch === undefined ? DEFAULT_ROTATION_BATCH : Math.max(1, Math.floor(positiveNumber(values.batch, '--batch', 100_000)));
     const config = cliConfig(env);
-    const keys = config.dataKeys ?? (config.databaseUrl ? undefined : keyFile(config.dataDir).keys);
+    const keys = cliDataKeys(config);
     if (!keys) throw new CommandFailed('DATA_ENCRYPTION_KEYS is not set: give the command the brokers’ keys, the new one first');
     const result = await withBrokerDatabase(config, cliLogger(config, io), async (database) => {
       const missing = await missingKeyIds(database.sql, keys);

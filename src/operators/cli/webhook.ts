@@ -3,7 +3,7 @@ import { type ComposioGateway, gatewayForProject } from '../../composio/index.js
 import type { Config } from '../../config.js';
 import type { Rotation } from '../../events/intake/webhook-secrets.js';
 import { rotateSecret, type SecretRotation } from '../actions.js';
-import { type CliIo, type Command, CommandFailed, cliConfig, cliOperator, parseOptions, UsageError } from './command.js';
+import { type CliIo, type Command, CommandFailed, cliConfig, cliDataKeys, cliOperator, parseOptions, UsageError } from './command.js';
 import { cliLogger, withBrokerDatabase } from './database.js';
 
 /** The project's webhook subscription lives on Composio; these commands need the real key. */
@@ -108,7 +108,9 @@ have it).
                   (default 24h, at most 30d)
 
 Needs COMPOSIO_API_KEY, PUBLIC_URL and the brokers' database (DATABASE_URL, or DATA_DIR's
-embedded Postgres while no broker runs on it).`,
+embedded Postgres while no broker runs on it). Given the brokers' data keys
+(DATA_ENCRYPTION_KEYS; the embedded default's key file is found in DATA_DIR), the new secret is
+stored encrypted from the first, never in clear.`,
 
   async run(args, io, env) {
     const { values } = parseOptions(args, OPTIONS);
@@ -124,8 +126,10 @@ embedded Postgres while no broker runs on it).`,
 
 /** The rotation (`rotateSecret`), against the brokers' database: only the secret Composio answers is added. */
 function rotateThroughDatabase(config: Config, io: CliIo, operator: string, rotation: SecretRotation): Promise<Rotation> {
+  // With the brokers' data keys, the new secret can be stored encrypted from the first.
+  const keys = cliDataKeys(config);
   return withBrokerDatabase(config, cliLogger(config, io), (database) =>
-    rotateSecret({ database, clock: systemClock }, { operator, tokenId: null, source: 'cli' }, rotation),
+    rotateSecret({ database, clock: systemClock }, { operator, tokenId: null, source: 'cli' }, { ...rotation, ...(keys ? { keys } : {}) }),
   );
 }
 
