@@ -57,6 +57,10 @@ describe('pg_dump of a database with queued events and stored secrets', () => {
     );
 
     const dump = await server.dump('postgres');
+    process.stdout.write(
+      `pg_dump (Postgres 15): ${dump.length.toLocaleString('en-US')} characters, ${ids.length} events; ` +
+        `the events' marker ${occurrences(dump, MARKER)} times, the webhook secret ${occurrences(dump, SECRET)} times\n`,
+    );
     // The dump holds the rows: every event by its id, and the sealed secret's row.
     for (const id of ids) expect(occurrences(dump, id), id).toBe(1);
     expect(dump).toMatch(/COPY public\.webhook_secrets /);
