@@ -138,7 +138,7 @@ export const EnvSchema = z.object({
       "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder)). The operator CLI uses the default only where it already holds a database (see [Which database the CLI uses](operators.md#which-database-the-cli-uses))",
     ),
   DATA_ENCRYPTION_KEYS: optionalString.describe(
-    'the keys that encrypt trigger events’ data in the database: `id:key`, comma-separated, each key 32 bytes in base64 or base64url (`openssl rand -base64 32`), each id 1 to 32 of `a-z0-9_-`. The first encrypts, all decrypt. Required with `NODE_ENV=production`; unset otherwise: a key file made in `DATA_DIR` at the first start (see [Encryption at rest](operating.md#encryption-at-rest))',
+    'the keys that encrypt events’ data and the webhook signing secrets in the database: `id:key`, comma-separated, each key 32 bytes in base64 or base64url (`openssl rand -base64 32`), each id 1 to 32 of `a-z0-9_-`. The first encrypts, all decrypt. Required with `NODE_ENV=production`; unset otherwise: a key file made in `DATA_DIR` at the first start (see [Encryption at rest](operating.md#encryption-at-rest))',
   ),
   EMBEDDED_POSTGRES_RESTART_MS: int(1_000, 3_600_000)
     .default(RESTART_FOR_MS)
