@@ -119,6 +119,7 @@ async function main(): Promise<void> {
       broker: Math.round(ingested.machineUsPerWebhook.broker),
       ideal: Math.round(ingested.machineUsPerWebhook.ideal),
     },
+    idealServerCpuUsPerWebhook: Math.round(ingested.idealServerCpuUsPerWebhook),
     heldPollHeapKiB: { broker: rounded(held.broker.heapKibPerRequest), plainFastify: rounded(held.plain.heapKibPerRequest) },
     heldPollHeapRatio: rounded(held.broker.heapKibPerRequest / held.plain.heapKibPerRequest),
     // null when a process gave memory back between its two readings (see `residentKib`).
@@ -179,17 +180,19 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
   const rateRatios: number[] = [];
   const p99Ratios: number[] = [];
   const p99s = { broker: [] as number[], ideal: [] as number[] };
-  // Processor per webhook over the rounds, warm-ups included as their calls are: the broker
-  // process's own, and the whole machine's (this load, Postgres, the server) in each kind of round.
-  const brokerCpuBefore = cpuSeconds(broker);
+  // Processor per webhook in each kind of round, warm-ups included as their calls are: the server's
+  // own (the broker's, the ideal's), and the whole machine's (this load, Postgres, the server).
   const callsBefore = { ...calls };
   const machine = { ideal: 0, broker: 0 };
+  const server = { ideal: 0, broker: 0 };
   for (let round = 0; round < INGEST_ROUNDS; round++) {
     const runs = new Map<'ideal' | 'broker', LoadResult>();
     for (const which of round % 2 === 0 ? (['ideal', 'broker'] as const) : (['broker', 'ideal'] as const)) {
       const busyBefore = machineBusySeconds();
+      const serverBefore = cpuSeconds(which === 'ideal' ? baseline : broker);
       runs.set(which, await load(which === 'ideal' ? `${baseline.url}/ideal/webhooks/composio` : webhooksOf(broker)));
       machine[which] += machineBusySeconds() - busyBefore;
+      server[which] += cpuSeconds(which === 'ideal' ? baseline : broker) - serverBefore;
     }
     const [ideal, brokerRun] = [runs.get('ideal')!, runs.get('broker')!];
     line('ideal ingest: same HMAC check, one INSERT … SELECT committed per webhook, pool 12', ...loadFigures(ideal));
@@ -201,11 +204,10 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     p99s.broker.push(brokerP99);
     p99s.ideal.push(idealP99);
   }
-  const brokerCpuUsPerWebhook = ((cpuSeconds(broker) - brokerCpuBefore) * 1e6) / (calls.broker - callsBefore.broker);
-  const machineUsPerWebhook = {
-    ideal: (machine.ideal * 1e6) / (calls.ideal - callsBefore.ideal),
-    broker: (machine.broker * 1e6) / (calls.broker - callsBefore.broker),
-  };
+  const perWebhook = (seconds: number, which: 'ideal' | 'broker') => (seconds * 1e6) / (calls[which] - callsBefore[which]);
+  const brokerCpuUsPerWebhook = perWebhook(server.broker, 'broker');
+  const idealServerCpuUsPerWebhook = perWebhook(server.ideal, 'ideal');
+  const machineUsPerWebhook = { ideal: perWebhook(machine.ideal, 'ideal'), broker: perWebhook(machine.broker, 'broker') };
   line(
     'broker ÷ ideal ingest (medians of the rounds)',
     `rate ${median(rateRatios).toFixed(2)}×`,
@@ -220,7 +222,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
   );
   line(
     'the machine’s processor per webhook (load, server, Postgres)',
-    `ideal ${machineUsPerWebhook.ideal.toFixed(0)} µs`,
+    `ideal ${machineUsPerWebhook.ideal.toFixed(0)} µs, of which its server ${idealServerCpuUsPerWebhook.toFixed(0)} µs`,
     `broker ${machineUsPerWebhook.broker.toFixed(0)} µs, of which the broker process ${brokerCpuUsPerWebhook.toFixed(0)} µs`,
   );
 
@@ -285,6 +287,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     idealP99: median(p99s.ideal),
     sealUsPerEvent,
     brokerCpuUsPerWebhook,
+    idealServerCpuUsPerWebhook,
     machineUsPerWebhook,
   };
 }
