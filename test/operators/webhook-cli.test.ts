@@ -185,7 +185,7 @@ describe('a rotation run with COMPOSIO_WEBHOOK_SECRET in the operator’s shell'
     }
   });
 
-  it('stores the new secret encrypted from the first when given the brokers’ data key, in clear under a key no broker uses', async () => {
+  it('stores the new secret encrypted from the first when given the brokers’ data key, in clear under any other key', async () => {
     const own = await createTestDatabase();
     // A broker that encrypts under the key `test`, recorded in use at its start; then none runs,
     // so nothing but the command writes the secrets.
@@ -202,6 +202,7 @@ describe('a rotation run with COMPOSIO_WEBHOOK_SECRET in the operator’s shell'
       expect(rotated.code, rotated.stderr).toBe(0);
       const fresh = rotated.stdout.trim();
       expect(await stored(fresh)).toEqual([{ secret: null, sealed: true }]);
+      expect(rotated.stderr).toContain('It was stored encrypted under the data key the brokers use');
 
       // A key of the command's own, which no broker has: in clear, for the brokers to encrypt with theirs.
       const unused = `unused:${randomBytes(32).toString('base64')},${TEST_DATA_KEYS}`;
@@ -209,12 +210,23 @@ describe('a rotation run with COMPOSIO_WEBHOOK_SECRET in the operator’s shell'
       expect(again.code, again.stderr).toBe(0);
       const newest = again.stdout.trim();
       expect(await stored(newest)).toEqual([{ secret: newest, sealed: false }]);
+      expect(again.stderr).toContain('It was stored in clear, and the brokers encrypt it at their next read');
+      // The brokers' key id with other bytes (mistyped): it opens none of their secrets, so in clear too.
+      const mistyped = await runCli(['webhook', 'rotate-secret'], {
+        ...env,
+        DATABASE_URL: own.url,
+        DATA_ENCRYPTION_KEYS: `test:${randomBytes(32).toString('base64')}`,
+      });
+      expect(mistyped.code, mistyped.stderr).toBe(0);
+      const third = mistyped.stdout.trim();
+      expect(await stored(third)).toEqual([{ secret: third, sealed: false }]);
 
       broker = await brokerWith(own, 'the-brokers-secret');
       expect(await probe(broker, fresh)).toBe(200);
       expect(await probe(broker, newest)).toBe(200);
-      await until(async () => (await stored(newest))[0]?.sealed === true, 5_000, 'the broker encrypting it');
-      expect(await stored(newest)).toEqual([{ secret: null, sealed: true }]);
+      expect(await probe(broker, third)).toBe(200);
+      await until(async () => (await stored(third))[0]?.sealed === true, 5_000, 'the broker encrypting it');
+      expect(await stored(third)).toEqual([{ secret: null, sealed: true }]);
     } finally {
       await broker.close();
       await own.drop();

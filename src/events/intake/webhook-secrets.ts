@@ -332,6 +332,8 @@ export interface Rotation {
   readonly secret: string;
   /** When the secrets accepted before stop being accepted. */
   readonly oldExpireAt: Date;
+  /** Whether it was stored encrypted from the first (else in clear, until the brokers encrypt it). */
+  readonly storedEncrypted: boolean;
 }
 
 /** How long brokers hold a delivery they cannot verify while Composio is asked for a new secret. */
@@ -396,21 +398,31 @@ export async function rotateWebhookSecret(deps: RotationDeps, request: RotationR
     await tx.execute(sql`delete from ${webhookSecrets} where secret is null and sealed is null`);
     await tx.execute(sql`select pg_notify(${WEBHOOK_SECRETS_CHANNEL}, 'rotated')`);
   });
-  return { subscriptionId: subscription.id, secret, oldExpireAt };
+  return { subscriptionId: subscription.id, secret, oldExpireAt, storedEncrypted: sealed !== undefined };
 }
 
 /**
  * A rotation's new secret encrypted under `keys`' current key, for storing it so: only when the
- * brokers encrypt now under that very key (none of the previous release connected, which reads
- * only clear secrets, and the key recorded in use, so every broker started since has it).
- * Otherwise undefined: it is stored in clear, and the brokers encrypt it at their next read.
- * Stored encrypted from the first, the secret is never written to the database's files in clear.
+ * brokers encrypt under that very key now, which a secret they encrypted under it, opened here,
+ * shows (a key of the same id but other bytes, mistyped, opens none), and when no broker of the
+ * previous release is connected (it reads only clear secrets). Otherwise undefined: the secret is
+ * stored in clear, and the brokers encrypt it with their own key at their next read. Stored
+ * encrypted from the first, it is never written to the database's files in clear.
  */
 async function sealedForStorage(sql: Sql, keys: DataKeys | undefined, secret: string, digest: string): Promise<Buffer | undefined> {
   if (!keys) return undefined;
-  const [row] = await sql<{ recorded: boolean }[]>`
-    select exists (select 1 from data_keys_in_use where key_id = ${keys.current.id}) as recorded`;
-  if (!row?.recorded || (await previousReleaseConnected(sql))) return undefined;
+  const [probe] = await sql<{ sealed: Buffer; digest: string }[]>`
+    select sealed, digest from webhook_secrets
+     where sealed is not null and ${sealedKeyIdSql(sql, 'sealed')} = ${keys.current.id}
+     limit 1`;
+  if (!probe) return undefined;
+  try {
+    open(keys, probe.sealed, secretBinding(probe.digest));
+  } catch (error) {
+    if (error instanceof SealError) return undefined;
+    throw error;
+  }
+  if (await previousReleaseConnected(sql)) return undefined;
   return seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
 }
 

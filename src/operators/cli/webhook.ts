@@ -136,6 +136,9 @@ function rotateThroughDatabase(config: Config, io: CliIo, operator: string, rota
 function rotatedNote(rotation: Rotation): string {
   return (
     `new signing secret for subscription ${rotation.subscriptionId} above, from rotate_secret: every broker accepts it now; ` +
-    `the old ones are accepted until ${rotation.oldExpireAt.toISOString()}\n`
+    `the old ones are accepted until ${rotation.oldExpireAt.toISOString()}. ` +
+    (rotation.storedEncrypted
+      ? 'It was stored encrypted under the data key the brokers use\n'
+      : 'It was stored in clear, and the brokers encrypt it at their next read (given the brokers’ data keys, this command stores it encrypted)\n')
   );
 }
