@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openBoundedPool } from '../../src/db/bounded-pool.js';
 import { driverFault } from '../../src/db/driver-faults.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { until } from '../support/http.js';
 
 /**
  * postgres.js reads Postgres's array types once per connection, as it opens, and never again if
@@ -34,13 +35,18 @@ describe('a pool lane whose connection could not read the array types', () => {
       expect((await unnest()).map((row) => row.x)).toEqual(['a', 'b']);
       // The second lane opens while the catalog is locked: its read of the types waits past the
       // statement timeout and fails.
+      let locked = () => {};
+      const isLocked = new Promise<void>((resolve) => (locked = resolve));
       const locking = database.sql.begin(async (tx) => {
         await tx`lock table pg_catalog.pg_type in access exclusive mode`;
+        locked();
         await sleep(1_500);
       });
-      await sleep(100);
+      await isLocked;
       await Promise.allSettled([pool.sql`select pg_sleep(1)`, unnest()]);
       await locking;
+      // Reported once nothing has handled it, a moment after it failed.
+      await until(() => rejected.length > 0, 5_000, 'the driver’s unhandled rejection');
       expect(rejected.map(driverFault)).toEqual([expect.stringMatching(/array types/)]);
 
       const answers = await Promise.all(Array.from({ length: 6 }, unnest));
