@@ -206,9 +206,40 @@ describe('the broker’s own events and test events at rest', () => {
       'trigger.disabled': { reason: 'subscription_auth_failure', status: 'disabled_by_composio' },
       'connection.expired': expect.objectContaining({ connectedAccountId: trigger.connectedAccountId, toolkit: 'github' }),
     });
-    // Another installation's events are neither read nor written.
+  });
+
+  it('seals what the installation still has in clear at its next such event, and nothing of another installation', async () => {
+    const owner = await register(t.app);
     const other = await register(t.app);
-    expect(await storedEvents(t, other.installationId)).toEqual([]);
+    const [mine, theirs] = await Promise.all([
+      insertTrigger(t.database, owner.installationId),
+      insertTrigger(t.database, other.installationId),
+    ]);
+    for (const trigger of [mine, theirs]) {
+      expect((await post(t, signed(triggerMessage(trigger, { left: 'in clear' }), { at: t.clock.now() }))).json()).toEqual({
+        outcome: 'accepted',
+      });
+    }
+    // Each left in clear, as a process stopped before it sealed them leaves them.
+    await t.database.sql`update events set data = '{"left": "in clear"}', sealed = null
+                          where installation_id in (${owner.installationId}, ${other.installationId})`;
+
+    const tests = { db: t.database.db, types: { peek: () => undefined }, notifier: t.events.notifier, testsPerDay: 5 };
+    await queueTriggerTest(tests, owner.installationId, mine.id, t.clock.now());
+    await until(
+      async () => (await storedEvents(t, owner.installationId)).every((row) => row.sealed && !row.clear),
+      5_000,
+      'the installation’s events sealed',
+    );
+    expect(await storedEvents(t, owner.installationId)).toEqual([
+      { type: 'trigger.event', sealed: true, clear: false },
+      { type: 'trigger.test', sealed: true, clear: false },
+    ]);
+    expect(await storedEvents(t, other.installationId)).toEqual([{ type: 'trigger.event', sealed: false, clear: true }]);
+    const dataOf = async (auth: { authorization: string }) =>
+      (await getEvents(t, auth, { limit: 100 })).json<{ events: Array<{ data: unknown }> }>().events.map((e) => e.data);
+    expect(await dataOf(owner.auth)).toEqual([{ left: 'in clear' }, {}]);
+    expect(await dataOf(other.auth)).toEqual([{ left: 'in clear' }]);
   });
 });
 
