@@ -240,8 +240,9 @@ export class QueuedInClearSealer {
          where e.installation_id = ${installationId} and e.sealed is null and e.data is not null
          limit ${INSTALLATION_BATCH}`;
       if (rows.length === 0) return;
-      await sealRows(this.sql, this.sealing.keys, rows);
-      if (rows.length < INSTALLATION_BATCH || this.stopped) return;
+      const { sealedFromClear } = await sealRows(this.sql, this.sealing.keys, rows);
+      // A full batch means more may be left; one that sealed nothing would only be read again.
+      if (rows.length < INSTALLATION_BATCH || sealedFromClear === 0 || this.stopped) return;
     }
   }
 }
