@@ -21,11 +21,12 @@ import { previousReleaseConnected } from '../sealing.js';
  * At rest they are encrypted (`sealed`, src/data-keys/seal.ts, bound to the secret's SHA-256 in
  * `digest`, which also tells two rows of one secret apart) once this process seals (the same gate
  * as trigger events', src/events/sealing.ts: not while a broker of the previous release, which
- * reads only `secret`, is connected). A broker's environment values are written in clear at its
- * start, as the previous release writes them, and a sealing process encrypts the rows in clear at
- * its next read of the table (within 30 s); a rotation's new secret is written encrypted when the
- * process that rotates has the brokers' data key and they encrypt now (`sealedForStorage`), in
- * clear otherwise, and then encrypted at once (every process is told of a rotation).
+ * reads only `secret`, is connected). A broker's environment values are written encrypted at its
+ * start when it encrypts already, and a rotation's new secret when the process that rotates has
+ * the brokers' data key and they encrypt now (`sealedForStorage`). Otherwise they are written in
+ * clear, as the previous release writes them, and a sealing process encrypts the rows in clear at
+ * its next read of the table: at once after a rotation, which every process is told of, and
+ * within 30 s otherwise.
  */
 
 /** What a process needs to encrypt the secrets: its data keys, and whether it encrypts now. */
@@ -191,7 +192,7 @@ export class WebhookSecretBook {
   /** Stores this broker's environment secrets (see `storeEnvironmentSecrets`), reads the table once, then keeps it fresh. */
   async start(): Promise<void> {
     try {
-      await storeEnvironmentSecrets(this.db, this.environment);
+      await storeEnvironmentSecrets(this.db, this.environment, this.sealing);
     } catch (err) {
       // The values still count in this process; only a rotation could not end them.
       this.log.warn({ err }, 'could not store the configured webhook secrets; a rotation will not end them');
@@ -301,13 +302,26 @@ export class WebhookSecretBook {
  * already stored keeps its row, so one that a rotation expired stays refused although still
  * configured. Only a serving broker calls this, with the values it accepts anyway.
  */
-async function storeEnvironmentSecrets(db: Db, secrets: readonly string[]): Promise<void> {
+async function storeEnvironmentSecrets(db: Db, secrets: readonly string[], sealing: SecretSealing | undefined): Promise<void> {
+  // Encrypted from the first when this process encrypts already (its events runtime looked for the
+  // previous release before the intake starts); otherwise in clear, and encrypted at a later read.
+  const keys = sealing?.sealing() ? sealing.keys : undefined;
   for (const secret of secrets) {
+    const digest = digestOf(secret);
     // Stored already, in clear or sealed (by its digest): its row, and its expiry, stay.
-    await db.execute(sql`
-      insert into ${webhookSecrets} (secret, expires_at)
-      select ${secret}, null where not exists (select 1 from ${webhookSecrets} where ${webhookSecrets.digest} = ${digestOf(secret)})
-      on conflict (secret) do nothing`);
+    if (keys) {
+      const sealed = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
+      await db.execute(sql`
+        insert into ${webhookSecrets} (sealed, digest, expires_at)
+        select ${sealed}, ${digest}, null
+         where not exists (select 1 from ${webhookSecrets} where ${webhookSecrets.digest} = ${digest} or ${webhookSecrets.secret} = ${secret})
+        on conflict (digest) do nothing`);
+    } else {
+      await db.execute(sql`
+        insert into ${webhookSecrets} (secret, expires_at)
+        select ${secret}, null where not exists (select 1 from ${webhookSecrets} where ${webhookSecrets.digest} = ${digest})
+        on conflict (secret) do nothing`);
+    }
   }
 }
 

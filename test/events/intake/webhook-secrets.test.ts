@@ -108,13 +108,14 @@ describe('the accepted webhook secrets, encrypted at rest', () => {
   const sealing = { keys: testDataKeys(), sealing: () => true };
   const rows = () => storedSecrets(sealedDatabase.db, testDataKeys());
 
-  it('are stored in clear and encrypted at the next read; a rotation ends them by their digest; one ended stays ended after a restart', async () => {
+  it('are stored encrypted from the first by a broker that encrypts; a rotation ends them by their digest; one ended stays ended after a restart', async () => {
     const first = new WebhookSecretBook(sealedDatabase.db, ['env-secret'], log, sealing);
     await first.start();
     try {
-      // Encrypted by the read after storing it (the start's own).
       await first.reload();
       expect(await rows()).toEqual([{ secret: 'env-secret', expiresAt: null, sealed: true }]);
+      // Inserted so, never updated: the table's first row version is the only one.
+      expect((await sealedDatabase.sql`select ctid::text as at from webhook_secrets`).map((row) => row.at)).toEqual(['(0,1)']);
       expect((await sealedDatabase.sql`select count(*)::int as n from webhook_secrets where secret is not null`)[0]!.n).toBe(0);
       expect(first.accepted(new Date())).toEqual(['env-secret']);
 
@@ -142,6 +143,25 @@ describe('the accepted webhook secrets, encrypted at rest', () => {
       expect(again.accepted(new Date(Date.now() + 3_600_000))).toEqual(['second-secret']);
     } finally {
       again.stop();
+    }
+  });
+
+  it('are stored in clear by a broker that does not encrypt yet, and encrypted at its first read once it does', async () => {
+    const own = await createTestDatabase();
+    let encrypting = false;
+    const book = new WebhookSecretBook(own.db, ['later-secret'], log, { keys: testDataKeys(), sealing: () => encrypting });
+    await book.start();
+    try {
+      const stored = () => own.sql<{ clear: boolean; sealed: boolean }[]>`
+        select secret is not null as clear, sealed is not null as sealed from webhook_secrets`;
+      expect(await stored()).toEqual([{ clear: true, sealed: false }]);
+      encrypting = true;
+      await book.reload();
+      expect(await stored()).toEqual([{ clear: false, sealed: true }]);
+      expect(book.accepted(new Date())).toEqual(['later-secret']);
+    } finally {
+      book.stop();
+      await own.drop();
     }
   });
 
