@@ -60,17 +60,18 @@ export async function dataKeysStatus(sql: Sql): Promise<DataKeysStatus> {
         from webhook_secrets where secret is not null or sealed is not null group by 1`,
     sql<{ key_id: string }[]>`select key_id from data_keys_in_use order by key_id`,
   ]);
-  const sealedEvents: Record<string, number> = {};
-  let clearEvents = 0;
-  for (const row of events) {
-    if (row.key_id === null) clearEvents += row.n;
-    else sealedEvents[row.key_id] = row.n;
-  }
-  const sealedWebhookSecrets: Record<string, number> = {};
-  let clearWebhookSecrets = 0;
-  for (const row of secrets) {
-    if (row.key_id === null) clearWebhookSecrets += row.n;
-    else sealedWebhookSecrets[row.key_id] = row.n;
-  }
+  const [sealedEvents, clearEvents] = byKeyId(events);
+  const [sealedWebhookSecrets, clearWebhookSecrets] = byKeyId(secrets);
   return { sealedEvents, clearEvents, sealedWebhookSecrets, clearWebhookSecrets, keysInUse: inUse.map((row) => row.key_id) };
+}
+
+/** Counts by the key id they are sealed under, and the count in clear (a null key id). */
+function byKeyId(rows: readonly { key_id: string | null; n: number }[]): [Record<string, number>, number] {
+  const sealed: Record<string, number> = {};
+  let clear = 0;
+  for (const row of rows) {
+    if (row.key_id === null) clear += row.n;
+    else sealed[row.key_id] = row.n;
+  }
+  return [sealed, clear];
 }

@@ -88,6 +88,9 @@ async function readSecrets(db: Db, keys: DataKeys | undefined, log: SecretsLog):
 
 type SecretsLog = { warn(details: object, message: string): void };
 
+/** For reads whose unopened secrets are counted or acted on by the caller, not said. */
+const QUIET: SecretsLog = { warn: () => {} };
+
 /**
  * Every row as it stands, in the order stored, sealed secrets opened with `keys` (null when one
  * does not open, or for a rotation's marker): for an operator's look, and the tests.
@@ -96,7 +99,7 @@ export async function storedSecrets(
   db: Db,
   keys: DataKeys,
 ): Promise<Array<{ secret: string | null; expiresAt: Date | null; sealed: boolean }>> {
-  const { rows } = await readSecrets(db, keys, { warn: () => {} });
+  const { rows } = await readSecrets(db, keys, QUIET);
   return [...rows]
     .sort((a, b) => a.id - b.id)
     .map((row) => ({
@@ -114,6 +117,11 @@ function digestOf(secret: string): string {
 /** The additional data a sealed secret is bound to: its digest. */
 function secretBinding(digest: string): string {
   return `omb-webhook-secret/1\u0000${digest}`;
+}
+
+/** `secret` encrypted under the current data key, bound to its digest (`digestOf(secret)`). */
+function sealSecret(keys: DataKeys, secret: string, digest: string): Buffer {
+  return seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
 }
 
 function openedSecret(row: SecretRow, keys: DataKeys | undefined, log: SecretsLog): string | null {
@@ -145,7 +153,7 @@ async function sealClearSecrets(sql: Sql, keys: DataKeys, rows: readonly SecretR
  */
 async function sealClearSecret(sql: Sql, keys: DataKeys, id: number, secret: string): Promise<boolean> {
   const digest = digestOf(secret);
-  const value = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
+  const value = sealSecret(keys, secret, digest);
   const cleared = await sql`
     with twin as (select 1 from webhook_secrets where digest = ${digest}),
          cleared as (
@@ -310,7 +318,7 @@ async function storeEnvironmentSecrets(db: Db, secrets: readonly string[], seali
     const digest = digestOf(secret);
     // Stored already, in clear or sealed (by its digest): its row, and its expiry, stay.
     if (keys) {
-      const sealed = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
+      const sealed = sealSecret(keys, secret, digest);
       await db.execute(sql`
         insert into ${webhookSecrets} (sealed, digest, expires_at)
         select ${sealed}, ${digest}, null
@@ -425,19 +433,13 @@ export async function rotateWebhookSecret(deps: RotationDeps, request: RotationR
  */
 async function sealedForStorage(sql: Sql, keys: DataKeys | undefined, secret: string, digest: string): Promise<Buffer | undefined> {
   if (!keys) return undefined;
-  const [probe] = await sql<{ sealed: Buffer; digest: string }[]>`
-    select sealed, digest from webhook_secrets
+  const [probe] = await sql<{ id: number; sealed: Buffer; digest: string }[]>`
+    select id::int as id, sealed, digest from webhook_secrets
      where sealed is not null and ${sealedKeyIdSql(sql, 'sealed')} = ${keys.current.id}
      limit 1`;
-  if (!probe) return undefined;
-  try {
-    open(keys, probe.sealed, secretBinding(probe.digest));
-  } catch (error) {
-    if (error instanceof SealError) return undefined;
-    throw error;
-  }
+  if (!probe || openedSecret({ ...probe, secret: null, expiresAt: null }, keys, QUIET) === null) return undefined;
   if (await previousReleaseConnected(sql)) return undefined;
-  return seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
+  return sealSecret(keys, secret, digest);
 }
 
 /**
@@ -455,9 +457,8 @@ export async function resealSecrets(
      where secret is not null
         or ${sealedKeyIdSql(sql, 'sealed')} <> ${keys.current.id}`;
   const done = { resealed: 0, sealedFromClear: 0, unreadable: 0 };
-  const log = { warn: () => {} };
   for (const row of rows) {
-    const secret = row.secret ?? openedSecret({ ...row, expiresAt: null }, keys, log);
+    const secret = row.secret ?? openedSecret({ ...row, expiresAt: null }, keys, QUIET);
     if (secret === null) {
       done.unreadable++;
       continue;
@@ -466,7 +467,7 @@ export async function resealSecrets(
       if (sealClear && (await sealClearSecret(sql, keys, row.id, row.secret))) done.sealedFromClear++;
       continue;
     }
-    const value = seal(keys, Buffer.from(secret, 'utf8'), secretBinding(row.digest!));
+    const value = sealSecret(keys, secret, row.digest!);
     const written = await sql`update webhook_secrets set sealed = ${value} where id = ${row.id} and sealed = ${row.sealed}`;
     if (written.count > 0) done.resealed++;
   }

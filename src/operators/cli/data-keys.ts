@@ -8,7 +8,7 @@ export const dataKeysStatusCommand: Command = {
   summary: 'how many stored values each data key protects, and how many are in clear',
   usage: `Usage: npm run cli -- data-keys status [--json]
 
-Counts the stored values by what protects them: trigger events' data encrypted under each key id,
+Counts the stored values by what protects them: events' data encrypted under each key id,
 events in clear (the broker's own and test events, and trigger events stored before encryption or
 beside a broker of the previous release), the webhook signing secrets under each key and in clear, and the
 key ids recorded in use (a broker started without one of them refuses to start). Reads every event
