@@ -67,7 +67,9 @@ BEGIN
       JOIN installations i ON i.id = tr.installation_id
   ), kept AS (
     SELECT * FROM msg x WHERE x.refusal IS NULL
-  ), careful AS (
+  ), careful AS MATERIALIZED (
+    -- Worked out once (MATERIALIZED): inlined into the NOT IN below, it probed the queue for
+    -- redeliveries again for each message of the batch.
     SELECT s.installation_id
       FROM omb_events_seen((SELECT array_agg(x.installation_id ORDER BY x.ord) FROM kept x), (SELECT array_agg(x.event_id ORDER BY x.ord) FROM kept x),
                            (SELECT array_agg(x.received_at ORDER BY x.ord) FROM kept x)) s

@@ -15,18 +15,21 @@ CREATE OR REPLACE FUNCTION omb_stash_sealed(p_messages jsonb, p_user_ids text[],
 RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
   IF to_regclass('pg_temp.omb_sealed_stash') IS NULL THEN
+    -- No index: emptying the table at commit rebuilds its indexes, after which the session plans
+    -- this insert and omb_seal_event's lookup again, for every batch (pg_stat_statements counted
+    -- a plan of each per batch with a primary key here, none without). A batch stashes at most a
+    -- hundred rows (IngestBatcher's batches).
     CREATE TEMPORARY TABLE omb_sealed_stash (
       user_id text NOT NULL,
       event_id text NOT NULL,
-      sealed bytea NOT NULL,
-      PRIMARY KEY (user_id, event_id)
+      sealed bytea NOT NULL
     ) ON COMMIT DELETE ROWS;
   END IF;
-  -- The same event twice for one user: one row (dedupe keeps one of them anyway).
+  -- The same event twice for one user: one row, the first one's (dedupe keeps the first).
   INSERT INTO pg_temp.omb_sealed_stash (user_id, event_id, sealed)
-  SELECT s.user_id, s.event_id, decode(s.sealed, 'base64')
-    FROM unnest(p_user_ids, p_event_ids, p_sealed) AS s(user_id, event_id, sealed)
-  ON CONFLICT DO NOTHING;
+  SELECT DISTINCT ON (s.user_id, s.event_id) s.user_id, s.event_id, decode(s.sealed, 'base64')
+    FROM unnest(p_user_ids, p_event_ids, p_sealed) WITH ORDINALITY AS s(user_id, event_id, sealed, ord)
+   ORDER BY s.user_id, s.event_id, s.ord;
   PERFORM set_config('omb.sealing', 'on', true);
   RETURN p_messages;
 END;

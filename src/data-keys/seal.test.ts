@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { type DataKeys, parseDataKeys } from './keys.js';
-import { open, SealError, seal, sealedKeyId } from './seal.js';
+import { freshIv, open, SealError, seal, sealedKeyId } from './seal.js';
 
 function keys(text: string): DataKeys {
   const parsed = parseDataKeys(text, 'test');
@@ -28,6 +28,16 @@ describe('sealed values', () => {
     const two = seal(k, Buffer.from('marker-1234567890'), 'x');
     expect(one.includes(Buffer.from('marker'))).toBe(false);
     expect(one.equals(two)).toBe(false);
+  });
+
+  it('each take an IV of their own, across the draws from the CSPRNG', () => {
+    const ivs = Array.from({ length: 2000 }, () => freshIv());
+    expect(ivs.every((iv) => iv.length === 12)).toBe(true);
+    expect(new Set(ivs.map((iv) => iv.toString('hex'))).size).toBe(ivs.length);
+    // Handed-out IVs are never written again: the first still reads as it did.
+    const first = Buffer.from(ivs[0]!);
+    for (let i = 0; i < 1000; i++) freshIv();
+    expect(ivs[0]!.equals(first)).toBe(true);
   });
 
   it('do not open for another row, another key, or once changed', () => {

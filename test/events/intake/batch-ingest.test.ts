@@ -168,6 +168,21 @@ describe('a batch of trigger messages', () => {
     }
   });
 
+  it('probes the queue for redeliveries once per batch, not once per message', async () => {
+    const triggers = await Promise.all(Array.from({ length: 5 }, () => installationWithTrigger(database)));
+    const at = new Date();
+    const batch = Array.from({ length: 30 }, (_, i) => message(triggers[i % triggers.length]!, at, { quotaStandard: 1000 }));
+    const probes = await database.sql.begin(async (sql) => {
+      await sql`set local track_functions = 'all'`;
+      const rows = await sql<Row[]>`select outcome from omb_ingest_trigger_batch(${JSON.stringify(batch)}::text::jsonb)`;
+      expect(rows.map((r) => r.outcome)).toEqual(batch.map(() => 'accepted'));
+      const [called] = await sql<{ calls: number }[]>`
+        select coalesce(sum(calls), 0)::int as calls from pg_stat_xact_user_functions where funcname = 'omb_events_seen'`;
+      return called!.calls;
+    });
+    expect(probes).toBe(1);
+  });
+
   it('fails loudly, never silently, when an append finds no installation', async () => {
     await expect(
       database.sql`select omb_append_event(${randomUUID()}::uuid, 'msg_nowhere', 'trigger.event', null, null, null, null, null,
