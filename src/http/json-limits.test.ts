@@ -60,6 +60,9 @@ describe('writtenOutLength', () => {
     ['1.50e2, as 150', '[1.50e2]', 5],
     ['1.25E+1, as 12.5', '[1.25E+1]', 6],
     ['exponents inside a string, as they are', '["1e400 \\" 1e400"]', 18],
+    ['an exponent after a key, a comma or white space', '{"a":1e3,"b":[1,2E2],"c": -1e2,\n"d":\t1e1}', 41],
+    ['a number alone', '1e3', 4],
+    ['ids that look like exponents, as they are', '{"id":"msg_0a4e5f6d-4e51-1e2d","n":1}', 37],
   ])('counts %s', (_what, text, length) => {
     expect(writtenOutLength(text)).toBe(length);
   });

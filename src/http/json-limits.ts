@@ -13,6 +13,8 @@ export const MAX_JSON_DEPTH = 64;
  * JSON is left for the parser to refuse.
  */
 export function excessiveNesting(text: string, max = MAX_JSON_DEPTH): { field: string | undefined } | undefined {
+  // Nothing nests deeper than the text has openers: most bodies are cleared by two native scans.
+  if (openers(text, max + 1) <= max) return undefined;
   let depth = 0;
   let inString = false;
   let stringStart = 0;
@@ -43,6 +45,17 @@ export function excessiveNesting(text: string, max = MAX_JSON_DEPTH): { field: s
     }
   }
   return undefined;
+}
+
+/** How many `{` and `[` `text` holds (strings included), counted up to `limit`. */
+function openers(text: string, limit: number): number {
+  let count = 0;
+  for (const opener of ['{', '[']) {
+    for (let at = text.indexOf(opener); at !== -1; at = text.indexOf(opener, at + 1)) {
+      if (++count >= limit) return count;
+    }
+  }
+  return count;
 }
 
 function readKey(token: string): string | undefined {
@@ -146,8 +159,12 @@ export function storableJsonText(text: string): string {
   return text.replace(ESCAPES, (sequence) => (sequence.length === 6 ? '\\ufffd' : sequence));
 }
 
-/** Where valid JSON text may hold a number with an exponent (strings may match too: only a hint). */
-const MAY_HOLD_EXPONENT = /\d[eE][+-]?\d/;
+/**
+ * Where valid JSON text may hold a number with an exponent (strings may match too: only a hint).
+ * A JSON number starts the text or follows `[`, `:`, `,` or white space, which keeps ids such as
+ * UUIDs (`…-4e5f…`) from making every delivery take the full walk.
+ */
+const MAY_HOLD_EXPONENT = /(?:^|[\s,:[])-?\d+(?:\.\d+)?[eE][+-]?\d/;
 /** A string, skipped whole, or a number with an exponent: its integer digits, fraction and exponent. */
 const STRING_OR_EXPONENT = /"(?:[^"\\]+|\\.)*"|-?(\d+)(?:\.(\d+))?[eE]([+-]?\d+)/g;
 

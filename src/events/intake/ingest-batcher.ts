@@ -50,15 +50,17 @@ interface Pending {
 /**
  * Group commit for webhook ingest. Each commit waits for a WAL flush, and on a machine whose
  * fsync takes a few hundred microseconds that, not CPU, caps one-message-per-transaction ingest.
- * So: a message is written at once while fewer than `maxInFlight` transactions are running (no
- * added latency when traffic is light); otherwise it waits for the next free one and goes with
- * every message that arrived meanwhile, in one transaction
- * (migrations/functions/omb_ingest_trigger_batch.sql). A message is answered only after the
- * transaction holding it has committed.
+ * So: a message is written at once while no transaction is running (no added latency when
+ * traffic is light); otherwise it waits for that one and goes with every message that arrived
+ * meanwhile, in one transaction (migrations/functions/omb_ingest_trigger_batch.sql). A message is
+ * answered only after the transaction holding it has committed.
  *
- * Two transactions at a time by default: under load, fewer and larger batches cost less per
- * message than more, smaller ones (measured with `npm run bench:events`, see docs/benchmarks.md),
- * and a second transaction keeps a slow commit from stalling everything behind it.
+ * One transaction at a time while they are quick: under load, fewer and larger batches cost less
+ * per message than more, smaller ones (a batch's own statements are shared by all its messages;
+ * with two at a time, the machine spent about a fifth more per webhook, `npm run bench:events`, see
+ * docs/benchmarks.md). A transaction that has run `laneAfterMs` (a slow commit, a lock held by
+ * another process) no longer holds the rest up: the messages behind it go in another one beside
+ * it, up to `maxInFlight` at once.
  *
  * A batch that fails (a message Postgres refuses, a deadlock it broke) is retried one message
  * at a time, so one bad message never fails the others. One that fails because the database
@@ -67,17 +69,32 @@ interface Pending {
  * (answered `503`, and Composio sends them again). So while the database is away no webhook
  * waits longer than the one bound for a batch ahead of it and then for its own.
  */
+export interface IngestBatcherOptions {
+  /** Transactions at once, at most. */
+  readonly maxInFlight: number;
+  /** Messages in one transaction, at most. */
+  readonly maxBatch: number;
+  /** How long the latest transaction runs before another may start beside it. */
+  readonly laneAfterMs: number;
+}
+
+const DEFAULTS: IngestBatcherOptions = { maxInFlight: 2, maxBatch: 100, laneAfterMs: 20 };
+
 export class IngestBatcher {
   private queue: Pending[] = [];
-  private inFlight = 0;
+  /** When each running transaction started (`performance.now()`), in the order they started. */
+  private readonly running: number[] = [];
+  private laneTimer: NodeJS.Timeout | undefined;
   private readonly ingest: ReturnType<typeof announcingQueued>;
+  private readonly options: IngestBatcherOptions;
 
   constructor(
     sql: Sql,
     private readonly log: Logger,
-    private readonly options: { maxInFlight: number; maxBatch: number } = { maxInFlight: 2, maxBatch: 100 },
+    options: Partial<IngestBatcherOptions> = {},
   ) {
     this.ingest = announcingQueued(sql);
+    this.options = { ...DEFAULTS, ...options };
   }
 
   write(input: TriggerMessageInput): Promise<TriggerMessageRow> {
@@ -88,11 +105,22 @@ export class IngestBatcher {
   }
 
   private pump(): void {
-    while (this.inFlight < this.options.maxInFlight && this.queue.length > 0) {
+    clearTimeout(this.laneTimer);
+    this.laneTimer = undefined;
+    while (this.running.length < this.options.maxInFlight && this.queue.length > 0) {
+      const latest = this.running.at(-1);
+      if (latest !== undefined) {
+        const wait = latest + this.options.laneAfterMs - performance.now();
+        if (wait > 0) {
+          this.laneTimer = setTimeout(() => this.pump(), wait);
+          return;
+        }
+      }
       const batch = this.queue.splice(0, this.options.maxBatch);
-      this.inFlight++;
+      const started = performance.now();
+      this.running.push(started);
       void this.run(batch).finally(() => {
-        this.inFlight--;
+        this.running.splice(this.running.indexOf(started), 1);
         this.pump();
       });
     }

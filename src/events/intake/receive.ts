@@ -111,7 +111,7 @@ export async function receiveWebhook(
 ): Promise<{ outcome: WebhookOutcome }> {
   const { clock, book, limiter, outcomes } = deps;
   const receivedAt = clock.now();
-  const verify = (secrets: string[]) =>
+  const verify = (secrets: readonly string[]) =>
     verifyWebhookSignature({
       id: delivery.id,
       timestamp: delivery.timestamp,

@@ -184,6 +184,8 @@ const REFRESH_INTERVAL_MS = 30_000;
  */
 export class WebhookSecretBook {
   private state: SecretState = { stored: new Map(), pendingUntil: null, key: '' };
+  /** What `accepted` answered last, for which state and from when until the next expiry. */
+  private acceptedList: { state: SecretState; from: number; until: number; secrets: readonly string[] } | undefined;
   private loading: Promise<void> | undefined;
   private next: Promise<void> | undefined;
   private waiters = new Set<() => void>();
@@ -218,12 +220,19 @@ export class WebhookSecretBook {
   }
 
   /** Every secret accepted at `now`. */
-  accepted(now: Date): string[] {
+  accepted(now: Date): readonly string[] {
+    const at = now.getTime();
+    const known = this.acceptedList;
+    // The same list until the table is read again or one of its secrets expires: each delivery checks it.
+    if (known && known.state === this.state && at >= known.from && at < known.until) return known.secrets;
     const { stored } = this.state;
     const live = (expiresAt: Date | null | undefined) => expiresAt === null || expiresAt === undefined || expiresAt > now;
     const fromEnvironment = this.environment.filter((secret) => live(stored.get(secret)));
     const fromTable = [...stored].filter(([secret, expiresAt]) => live(expiresAt) && !this.environment.includes(secret)).map(([s]) => s);
-    return [...fromEnvironment, ...fromTable];
+    const expiries = [...stored.values()].flatMap((expiresAt) => (expiresAt && expiresAt > now ? [expiresAt.getTime()] : []));
+    const secrets = [...fromEnvironment, ...fromTable];
+    this.acceptedList = { state: this.state, from: at, until: Math.min(Number.POSITIVE_INFINITY, ...expiries), secrets };
+    return secrets;
   }
 
   /**
@@ -270,7 +279,7 @@ export class WebhookSecretBook {
    * notification has not arrived yet. While a rotation is under way at Composio, keeps waiting
    * for its new secret (up to 10 s).
    */
-  async recheck<V extends { ok: boolean }>(first: V, check: (secrets: string[]) => V, now: () => Date): Promise<V> {
+  async recheck<V extends { ok: boolean }>(first: V, check: (secrets: readonly string[]) => V, now: () => Date): Promise<V> {
     const deadline = Date.now() + PENDING_WAIT_MS;
     let seen = this.state.key;
     await this.reload();

@@ -72,6 +72,47 @@ describe('ingest group commit', () => {
     expect(statements()).toBe(2);
   });
 
+  it('sends what arrives during a quick transaction after it, and beside one that is slow', async () => {
+    const [held, other] = await Promise.all([installationWithTrigger(database), installationWithTrigger(database)]);
+    const { sql, statements } = counting(database.sql);
+    // Quick: the first message goes alone at once, the nine behind it together in one more.
+    const patient = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 2, maxBatch: 50, laneAfterMs: 10_000 });
+    const quick = await Promise.all(Array.from({ length: 10 }, () => patient.write(message(other))));
+    expect(quick.every((row) => row.outcome === 'accepted')).toBe(true);
+    expect(statements()).toBe(2);
+
+    // Slow: another process holds the installation's row, so the transaction appending to it waits.
+    let release = () => {};
+    const holding = database.sql.begin(async (tx) => {
+      await tx`select 1 from installations where id = ${held.installationId} for update`;
+      await new Promise<void>((resolve) => (release = resolve));
+    });
+    await until(
+      async () => {
+        const [row] = await database.sql<{ n: number }[]>`
+        select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation
+         where c.relname = 'installations' and l.mode = 'RowShareLock' and l.pid <> pg_backend_pid()`;
+        return row!.n > 0;
+      },
+      5_000,
+      'the row lock',
+    );
+    const batcher = new IngestBatcher(database.sql, createLogger('silent'), { maxInFlight: 2, maxBatch: 50, laneAfterMs: 100 });
+    const blocked = batcher.write(message(held));
+    let blockedDone = false;
+    void blocked.finally(() => (blockedDone = true));
+    const started = performance.now();
+    // Not behind the blocked transaction for good: once it has run 100 ms, another one starts beside it.
+    const beside = await batcher.write(message(other));
+    expect(beside.outcome).toBe('accepted');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(90);
+    expect(blockedDone).toBe(false);
+    release();
+    await holding;
+    expect((await blocked).outcome).toBe('accepted');
+    expect(await countEvents(database, held.installationId)).toBe(1);
+  });
+
   it('does not let one message Postgres refuses fail the rest of its batch', async () => {
     const trigger = await installationWithTrigger(database);
     const logs = new LogCapture();
