@@ -83,15 +83,17 @@ async function main(): Promise<void> {
   };
   const brokerA = await startChild('src/main.ts', brokerEnv);
   const brokerB = await startChild('src/main.ts', brokerEnv);
+  const brokerInClear = await startChild('bench/broker-in-clear.ts', brokerEnv);
   await sql`create table bench_ideal_events (like events including all)`;
   await sql`create sequence bench_ideal_positions`;
   const baseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET, DATABASE_URL: embedded.url });
   cleanups.push(
     () => brokerA.stop(),
     () => brokerB.stop(),
+    () => brokerInClear.stop(),
     () => baseline.stop(),
   );
-  const description = `2 brokers (pool 12 each), ${installations.length.toLocaleString('en-US')} installations, loopback`;
+  const description = `3 brokers (pool 12 each; one of them storing events’ data in clear), ${installations.length.toLocaleString('en-US')} installations, loopback`;
   process.stdout.write(`Ready: ${description}; load from this process (Node ${process.version}).\n`);
 
   // Memory is compared first, between two fresh processes, each warmed up first, while the
@@ -104,19 +106,22 @@ async function main(): Promise<void> {
     () => pollBaseline.stop(),
   );
   const held = await longPolls(pollBroker, pollBaseline, pollSet);
-  const ingested = await ingest(sql, brokerA, baseline, ingestSet);
+  const ingested = await ingest(sql, brokerA, brokerInClear, baseline, ingestSet);
   await latency(sql, embedded.url, brokerA, brokerB, latencySet);
 
   heading('Broker ÷ baseline in this run');
   const summary = {
     ingestRateVsIdeal: rounded(ingested.rateRatio),
+    ingestRateVsInClear: rounded(ingested.clearRateRatio),
     ingestP99VsIdeal: rounded(ingested.p99Ratio),
     ingestP99Ms: { broker: rounded(ingested.brokerP99), ideal: rounded(ingested.idealP99) },
     sealingUsPerWebhook: rounded(ingested.sealUsPerEvent, 1),
     brokerCpuUsPerWebhook: Math.round(ingested.brokerCpuUsPerWebhook),
+    inClearCpuUsPerWebhook: Math.round(ingested.clearCpuUsPerWebhook),
     sealingShareOfBrokerCpu: rounded(ingested.sealUsPerEvent / ingested.brokerCpuUsPerWebhook, 3),
     machineCpuUsPerWebhook: {
       broker: Math.round(ingested.machineUsPerWebhook.broker),
+      inClear: Math.round(ingested.machineUsPerWebhook.clear),
       ideal: Math.round(ingested.machineUsPerWebhook.ideal),
     },
     idealServerCpuUsPerWebhook: Math.round(ingested.idealServerCpuUsPerWebhook),
@@ -158,72 +163,99 @@ async function seed(sql: postgres.Sql, count: number): Promise<Seeded[]> {
   return seeded;
 }
 
-async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, installations: Seeded[]) {
+async function ingest(sql: postgres.Sql, broker: Child, inClear: Child, baseline: Child, installations: Seeded[]) {
   heading(`Signed-webhook ingest: ${SENDERS} concurrent senders, ${RUN_MS / 1000} s each after ${WARMUP_MS / 1000} s warm-up`);
   const agent = new Agent({ keepAlive: true, maxSockets: SENDERS });
   const pick = () => installations[Math.floor(Math.random() * installations.length)]!;
-  const calls = { ideal: 0, broker: 0 };
-  const post = (url: string, installation: Seeded) => async () => {
-    if (url === webhooksOf(broker)) calls.broker++;
-    else if (url.endsWith('/ideal/webhooks/composio')) calls.ideal++;
+  type Kind = 'ideal' | 'broker' | 'clear';
+  const servers: Record<Kind, { child: Child; url: string }> = {
+    ideal: { child: baseline, url: `${baseline.url}/ideal/webhooks/composio` },
+    broker: { child: broker, url: `${broker.url}/v1/webhooks/composio` },
+    clear: { child: inClear, url: `${inClear.url}/v1/webhooks/composio` },
+  };
+  const calls: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0 };
+  const post = (url: string, installation: Seeded, kind?: Kind) => async () => {
+    if (kind) calls[kind]++;
     const webhook = issueWebhook(installation, SECRET, 'bench');
     const answer = await httpCall(agent, url, { method: 'POST', headers: webhook.headers, body: webhook.body });
     return answer.status === 200 && answer.body.includes('accepted');
   };
-  const webhooksOf = (child: Child) => `${child.url}/v1/webhooks/composio`;
-  const load = (url: string) => runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(url, pick())() });
+  const load = (url: string, kind?: Kind) =>
+    runLoad({ concurrency: SENDERS, warmupMs: WARMUP_MS, durationMs: RUN_MS, call: () => post(url, pick(), kind)() });
 
-  const plain = await load(webhooksOf(baseline));
+  const plain = await load(`${baseline.url}/v1/webhooks/composio`);
   line('baseline: plain Fastify route, same HMAC check, answers 200', ...loadFigures(plain));
 
-  // The broker against the ideal durable ingest, in paired rounds (alternating which goes first).
+  // The broker against the ideal durable ingest and against itself storing data in clear, in
+  // rounds that take turns at going first.
   const rateRatios: number[] = [];
+  const clearRatios: number[] = [];
   const p99Ratios: number[] = [];
   const p99s = { broker: [] as number[], ideal: [] as number[] };
   // Processor per webhook in each kind of round, warm-ups included as their calls are: the server's
   // own (the broker's, the ideal's), and the whole machine's (this load, Postgres, the server).
   const callsBefore = { ...calls };
-  const machine = { ideal: 0, broker: 0 };
-  const server = { ideal: 0, broker: 0 };
+  const machine: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0 };
+  const server: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0 };
+  const kinds: Kind[] = ['ideal', 'broker', 'clear'];
   for (let round = 0; round < INGEST_ROUNDS; round++) {
-    const runs = new Map<'ideal' | 'broker', LoadResult>();
-    for (const which of round % 2 === 0 ? (['ideal', 'broker'] as const) : (['broker', 'ideal'] as const)) {
+    const runs = new Map<Kind, LoadResult>();
+    for (const kind of [...kinds.slice(round % 3), ...kinds.slice(0, round % 3)]) {
       const busyBefore = machineBusySeconds();
-      const serverBefore = cpuSeconds(which === 'ideal' ? baseline : broker);
-      runs.set(which, await load(which === 'ideal' ? `${baseline.url}/ideal/webhooks/composio` : webhooksOf(broker)));
-      machine[which] += machineBusySeconds() - busyBefore;
-      server[which] += cpuSeconds(which === 'ideal' ? baseline : broker) - serverBefore;
+      const serverBefore = cpuSeconds(servers[kind].child);
+      runs.set(kind, await load(servers[kind].url, kind));
+      machine[kind] += machineBusySeconds() - busyBefore;
+      server[kind] += cpuSeconds(servers[kind].child) - serverBefore;
     }
-    const [ideal, brokerRun] = [runs.get('ideal')!, runs.get('broker')!];
+    const [ideal, brokerRun, clearRun] = [runs.get('ideal')!, runs.get('broker')!, runs.get('clear')!];
     line('ideal ingest: same HMAC check, one INSERT … SELECT committed per webhook, pool 12', ...loadFigures(ideal));
     line(`broker: POST /v1/webhooks/composio (${installations.length} installations)`, ...loadFigures(brokerRun));
+    line('the same broker storing events’ data in clear', ...loadFigures(clearRun));
     const rate = (r: LoadResult) => r.requests / r.seconds;
     rateRatios.push(rate(brokerRun) / rate(ideal));
+    clearRatios.push(rate(brokerRun) / rate(clearRun));
     const [brokerP99, idealP99] = [percentile(brokerRun.latenciesMs, 99), percentile(ideal.latenciesMs, 99)];
     p99Ratios.push(brokerP99 / idealP99);
     p99s.broker.push(brokerP99);
     p99s.ideal.push(idealP99);
   }
-  const perWebhook = (seconds: number, which: 'ideal' | 'broker') => (seconds * 1e6) / (calls[which] - callsBefore[which]);
+  const perWebhook = (seconds: number, kind: Kind) => (seconds * 1e6) / (calls[kind] - callsBefore[kind]);
   const brokerCpuUsPerWebhook = perWebhook(server.broker, 'broker');
+  const clearCpuUsPerWebhook = perWebhook(server.clear, 'clear');
   const idealServerCpuUsPerWebhook = perWebhook(server.ideal, 'ideal');
-  const machineUsPerWebhook = { ideal: perWebhook(machine.ideal, 'ideal'), broker: perWebhook(machine.broker, 'broker') };
+  const machineUsPerWebhook = {
+    ideal: perWebhook(machine.ideal, 'ideal'),
+    broker: perWebhook(machine.broker, 'broker'),
+    clear: perWebhook(machine.clear, 'clear'),
+  };
   line(
     'broker ÷ ideal ingest (medians of the rounds)',
     `rate ${median(rateRatios).toFixed(2)}×`,
     `p99 ${median(p99Ratios).toFixed(2)}× (${fmt.ms(median(p99s.broker))} vs ${fmt.ms(median(p99s.ideal))})`,
   );
 
+  // Each broker did as it says: the one in clear sealed nothing, the other everything it took.
+  const [stored] = await sql<{ sealed: number; clear: number }[]>`
+    select count(*) filter (where sealed is not null)::int as sealed, count(*) filter (where sealed is null)::int as clear
+      from events where type = 'trigger.event'`;
+  const took = (kind: Kind) => calls[kind] - callsBefore[kind];
+  if (stored!.clear < took('clear') * 0.99 || stored!.sealed < took('broker') * 0.99)
+    throw new Error(
+      `expected about ${took('broker')} events encrypted and ${took('clear')} in clear, found ${stored!.sealed} and ${stored!.clear}`,
+    );
+
   const sealUsPerEvent = sealingCost(installations);
   line(
     'encryption at rest, per webhook',
+    `ingest ${median(clearRatios).toFixed(2)}× the rate storing in clear (median of the rounds)`,
     `sealing its data ${sealUsPerEvent.toFixed(1)} µs of processor (this process, same payloads)`,
-    `the broker's processor per webhook ${brokerCpuUsPerWebhook.toFixed(0)} µs: ${((100 * sealUsPerEvent) / brokerCpuUsPerWebhook).toFixed(1)}%`,
+    `the broker's processor per webhook ${brokerCpuUsPerWebhook.toFixed(0)} µs, in clear ${clearCpuUsPerWebhook.toFixed(0)} µs`,
   );
   line(
     'the machine’s processor per webhook (load, server, Postgres)',
     `ideal ${machineUsPerWebhook.ideal.toFixed(0)} µs, of which its server ${idealServerCpuUsPerWebhook.toFixed(0)} µs`,
     `broker ${machineUsPerWebhook.broker.toFixed(0)} µs, of which the broker process ${brokerCpuUsPerWebhook.toFixed(0)} µs`,
+    `in clear ${machineUsPerWebhook.clear.toFixed(0)} µs`,
   );
 
   const hot = installations[0]!;
@@ -231,7 +263,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
     concurrency: SENDERS,
     warmupMs: WARMUP_MS,
     durationMs: RUN_MS,
-    call: () => post(webhooksOf(broker), hot)(),
+    call: () => post(servers.broker.url, hot)(),
   });
   line('broker: all to ONE installation (serialised on its row)', ...loadFigures(single));
   agent.destroy();
@@ -251,7 +283,7 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
         eventId: `direct_${randomUUID()}`,
         triggerId: installation.composioTriggerId,
         userId: composioUserIdFor(installation.installationId),
-        payloadJson: payload,
+        dataJson: data,
         receivedAt: now.toISOString(),
         day: quotaDay(now).day,
         resetsAt: quotaDay(now).resetsAt.toISOString(),
@@ -282,6 +314,8 @@ async function ingest(sql: postgres.Sql, broker: Child, baseline: Child, install
   line(`baseline: bare Postgres INSERT of the same row, ${SENDERS} connections`, ...loadFigures(insert));
   return {
     rateRatio: median(rateRatios),
+    clearRateRatio: median(clearRatios),
+    clearCpuUsPerWebhook,
     p99Ratio: median(p99Ratios),
     brokerP99: median(p99s.broker),
     idealP99: median(p99s.ideal),
@@ -306,7 +340,7 @@ function sealingCost(installations: Seeded[]): number {
   const sealAll = () => {
     for (const { installation, body } of deliveries) {
       const data = jsonMemberText(body, 'data')!;
-      seal(parsed.keys, Buffer.from(data, 'utf8'), boundTo(composioUserIdFor(installation.installationId), 'bench')).toString('base64');
+      seal(parsed.keys, data, boundTo(composioUserIdFor(installation.installationId), 'bench')).toString('base64');
     }
   };
   for (let i = 0; i < 10; i++) sealAll();

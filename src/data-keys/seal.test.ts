@@ -22,6 +22,12 @@ describe('sealed values', () => {
     expect(open(keys(`${B},${A}`), sealed, 'event|i1|e1').toString()).toBe('{"subject":"Hello"}');
   });
 
+  it('seal text as its UTF-8 bytes', () => {
+    const k = keys(A);
+    const text = '{"subject":"Grüße \u2603","n":1.50}';
+    expect(open(k, seal(k, text, 'event|i1|e1'), 'event|i1|e1').equals(Buffer.from(text, 'utf8'))).toBe(true);
+  });
+
   it('never hold the plaintext, and differ each time (a fresh IV)', () => {
     const k = keys(A);
     const one = seal(k, Buffer.from('marker-1234567890'), 'x');

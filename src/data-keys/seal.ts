@@ -40,13 +40,27 @@ export class SealError extends Error {
   override name = 'SealError';
 }
 
-export function seal(keys: DataKeys, plaintext: Buffer, bound: string): Buffer {
+/** `plaintext` as bytes, or text sealed as UTF-8 (without copying it into bytes first). */
+export function seal(keys: DataKeys, plaintext: Buffer | string, bound: string): Buffer {
   const { id, key } = keys.current;
   const iv = freshIv();
   const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(Buffer.from(bound, 'utf8'));
-  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  return Buffer.concat([Buffer.from([LAYOUT, id.length]), Buffer.from(id, 'ascii'), iv, body, cipher.getAuthTag()]);
+  const body = typeof plaintext === 'string' ? cipher.update(plaintext, 'utf8') : cipher.update(plaintext);
+  // GCM is a stream mode: `final` adds no bytes, it only makes the tag.
+  cipher.final();
+  return Buffer.concat([headerOf(id), iv, body, cipher.getAuthTag()]);
+}
+
+const headers = new Map<string, Buffer>();
+/** The layout byte, the key id's length and the key id: the same for every value sealed under the key. */
+function headerOf(id: string): Buffer {
+  let header = headers.get(id);
+  if (!header) {
+    header = Buffer.concat([Buffer.from([LAYOUT, id.length]), Buffer.from(id, 'ascii')]);
+    headers.set(id, header);
+  }
+  return header;
 }
 
 /** The id of the key a sealed value is under; SealError for bytes that are not a sealed value. */

@@ -3,7 +3,6 @@ import type { DataKeys } from '../data-keys/keys.js';
 import { open, SealError, seal } from '../data-keys/seal.js';
 import type { Sql } from '../db/database.js';
 import { PREVIOUS_RELEASE_APPLICATION_NAMES } from '../db/database.js';
-import { jsonMemberText } from './intake/member-text.js';
 
 /**
  * Trigger events' data encrypted at rest (src/data-keys/seal.ts): at ingest, the delivery's own
@@ -60,14 +59,12 @@ export class Sealing {
   }
 
   /**
-   * The sealed data of a trigger message (base64), or undefined when it is stored in clear: not
-   * sealing now, or a delivery without `data`.
+   * A trigger message's data (its text as Composio sent it, src/events/intake/member-text.ts)
+   * sealed (base64), or undefined when it is stored in clear: not sealing now.
    */
-  sealFor(userId: string, eventId: string, deliveryText: string): string | undefined {
+  sealFor(userId: string, eventId: string, dataText: string): string | undefined {
     if (!this.sealing()) return undefined;
-    const data = jsonMemberText(deliveryText, 'data');
-    if (data === undefined) return undefined;
-    return seal(this.keys, Buffer.from(data, 'utf8'), boundTo(userId, eventId)).toString('base64');
+    return seal(this.keys, dataText, boundTo(userId, eventId)).toString('base64');
   }
 
   /**

@@ -12,11 +12,12 @@ export interface TriggerMessageInput {
   readonly triggerId: string;
   readonly userId: string;
   /**
-   * The whole delivery as JSON text Postgres accepts (src/http/json-limits.ts `storableJsonText`):
-   * the database takes the event's `data` from it, so what is stored is what Composio sent, not a
-   * JavaScript value written out again (which turns `1e400` into `null`).
+   * The delivery's `data` member, as its own text (src/events/intake/member-text.ts) made JSON
+   * Postgres accepts (src/http/json-limits.ts `storableJsonText`): what is filtered and stored is
+   * what Composio sent, not a JavaScript value written out again (which turns `1e400` into
+   * `null`). The rest of the delivery is not sent: the database reads nothing else of it.
    */
-  readonly payloadJson: string;
+  readonly dataJson: string;
   /** ISO timestamp. */
   readonly receivedAt: string;
   /** The UTC day the quota counts it in, `YYYY-MM-DD`, and when that day resets (ISO timestamp). */
@@ -29,7 +30,7 @@ export interface TriggerMessageInput {
   readonly quotaPaid: number;
   /**
    * The data sealed (base64, src/events/sealing.ts): stored instead of the clear `data`, which the
-   * database still reads from `payloadJson` for the trigger's filter. Absent: stored in clear.
+   * database still reads from `dataJson` for the trigger's filter. Absent: stored in clear.
    */
   readonly sealed?: string;
 }
@@ -173,7 +174,10 @@ export class IngestBatcher {
   }
 }
 
-/** The batch as JSON, splicing each message's payload in as it is (it is JSON text already). */
+/**
+ * The batch as JSON, splicing each message's data in as it is (it is JSON text already), as the
+ * `data` of its `payload` (the ingest functions read `payload.data`).
+ */
 function messagesJson(inputs: TriggerMessageInput[]): string {
   return `[${inputs
     .map(
@@ -181,7 +185,7 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
         `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
         `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
-        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":${m.payloadJson}}`,
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":{"data":${m.dataJson}}}`,
     )
     .join(',')}]`;
 }

@@ -8,6 +8,7 @@ import type { QueuedEventType } from '../event.js';
 import { announcingQueued, type EventNotifier } from '../queue/notifier.js';
 import type { Sealing } from '../sealing.js';
 import type { IngestBatcher } from './ingest-batcher.js';
+import { jsonMemberText } from './member-text.js';
 import type { WebhookOutcome } from './outcomes.js';
 
 export interface IngestDeps {
@@ -93,13 +94,16 @@ async function ingestTriggerMessage(
   const { day, resetsAt } = quotaDay(message.receivedAt);
   // jsonb refuses NUL; such ids match nothing and end as unknown triggers.
   const userId = message.userId.replaceAll('\u0000', '\uFFFD');
-  const sealed = deps.sealing?.sealFor(userId, message.eventId, message.payloadJson);
+  // Parsed already: a trigger message's `data` is an object (src/composio/webhook-events.ts).
+  const data = jsonMemberText(message.payloadJson, 'data');
+  if (data === undefined) throw new Error('a trigger message without data reached ingest');
+  const sealed = deps.sealing?.sealFor(userId, message.eventId, data);
   try {
     const row = await deps.batcher.write({
       eventId: message.eventId,
       triggerId: message.composioTriggerId.replaceAll('\u0000', '\uFFFD'),
       userId,
-      payloadJson: storableJsonText(message.payloadJson),
+      dataJson: storableJsonText(data),
       receivedAt: message.receivedAt.toISOString(),
       day,
       resetsAt: resetsAt.toISOString(),

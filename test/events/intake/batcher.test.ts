@@ -23,7 +23,7 @@ function message(trigger: TestTrigger, overrides: Partial<TriggerMessageInput> =
     eventId: `msg_${randomUUID()}`,
     triggerId: trigger.composioTriggerId,
     userId: trigger.composioUserId,
-    payloadJson: '{"data":{"n":1}}',
+    dataJson: '{"n":1}',
     receivedAt: now.toISOString(),
     day: quotaDay(now).day,
     resetsAt: quotaDay(now).resetsAt.toISOString(),
@@ -118,7 +118,7 @@ describe('ingest group commit', () => {
     const logs = new LogCapture();
     const batcher = new IngestBatcher(database.sql, createLogger('warn', logs), { maxInFlight: 1, maxBatch: 50 });
     const good = Array.from({ length: 10 }, () => message(trigger));
-    const bad = message(trigger, { payloadJson: '{"data":{"unfinished":' });
+    const bad = message(trigger, { dataJson: '{"unfinished":' });
     const results = await Promise.allSettled([...good.slice(0, 5), bad, ...good.slice(5)].map((m) => batcher.write(m)));
     expect(results.filter((r) => r.status === 'rejected')).toHaveLength(1);
     expect(results[5]!.status).toBe('rejected');
