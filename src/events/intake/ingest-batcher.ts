@@ -48,6 +48,17 @@ interface Pending {
   reject(error: unknown): void;
 }
 
+export interface IngestBatcherOptions {
+  /** Transactions at once, at most. */
+  readonly maxInFlight: number;
+  /** Messages in one transaction, at most. */
+  readonly maxBatch: number;
+  /** How long the latest transaction runs before another may start beside it. */
+  readonly laneAfterMs: number;
+}
+
+const DEFAULTS: IngestBatcherOptions = { maxInFlight: 2, maxBatch: 100, laneAfterMs: 20 };
+
 /**
  * Group commit for webhook ingest. Each commit waits for a WAL flush, and on a machine whose
  * fsync takes a few hundred microseconds that, not CPU, caps one-message-per-transaction ingest.
@@ -70,17 +81,6 @@ interface Pending {
  * (answered `503`, and Composio sends them again). So while the database is away no webhook
  * waits longer than the one bound for a batch ahead of it and then for its own.
  */
-export interface IngestBatcherOptions {
-  /** Transactions at once, at most. */
-  readonly maxInFlight: number;
-  /** Messages in one transaction, at most. */
-  readonly maxBatch: number;
-  /** How long the latest transaction runs before another may start beside it. */
-  readonly laneAfterMs: number;
-}
-
-const DEFAULTS: IngestBatcherOptions = { maxInFlight: 2, maxBatch: 100, laneAfterMs: 20 };
-
 export class IngestBatcher {
   private queue: Pending[] = [];
   /** When each running transaction started (`performance.now()`), in the order they started. */
