@@ -84,6 +84,7 @@ async function main(): Promise<void> {
   const brokerA = await startChild('src/main.ts', brokerEnv);
   const brokerB = await startChild('src/main.ts', brokerEnv);
   const brokerInClear = await startChild('bench/broker-in-clear.ts', brokerEnv);
+  const brokerSealingOnly = await startChild('bench/broker-in-clear.ts', { ...brokerEnv, BENCH_SEALING: 'discarded' });
   await sql`create table bench_ideal_events (like events including all)`;
   await sql`create sequence bench_ideal_positions`;
   const baseline = await startChild('bench/baseline-server.ts', { COMPOSIO_WEBHOOK_SECRET: SECRET, DATABASE_URL: embedded.url });
@@ -91,9 +92,10 @@ async function main(): Promise<void> {
     () => brokerA.stop(),
     () => brokerB.stop(),
     () => brokerInClear.stop(),
+    () => brokerSealingOnly.stop(),
     () => baseline.stop(),
   );
-  const description = `3 brokers (pool 12 each; one of them storing events’ data in clear), ${installations.length.toLocaleString('en-US')} installations, loopback`;
+  const description = `4 brokers (pool 12 each; two of them storing events’ data in clear, one of those sealing it first), ${installations.length.toLocaleString('en-US')} installations, loopback`;
   process.stdout.write(`Ready: ${description}; load from this process (Node ${process.version}).\n`);
 
   // Memory is compared first, between two fresh processes, each warmed up first, while the
@@ -106,13 +108,14 @@ async function main(): Promise<void> {
     () => pollBaseline.stop(),
   );
   const held = await longPolls(pollBroker, pollBaseline, pollSet);
-  const ingested = await ingest(sql, brokerA, brokerInClear, baseline, ingestSet);
+  const ingested = await ingest(sql, brokerA, brokerInClear, brokerSealingOnly, baseline, ingestSet);
   await latency(sql, embedded.url, brokerA, brokerB, latencySet);
 
   heading('Broker ÷ baseline in this run');
   const summary = {
     ingestRateVsIdeal: rounded(ingested.rateRatio),
     ingestRateVsInClear: rounded(ingested.clearRateRatio),
+    sealingButInClearRateVsInClear: rounded(ingested.sealingOnlyRateRatio),
     ingestP99VsIdeal: rounded(ingested.p99Ratio),
     ingestP99Ms: { broker: rounded(ingested.brokerP99), ideal: rounded(ingested.idealP99) },
     sealingUsPerWebhook: rounded(ingested.sealUsPerEvent, 1),
@@ -122,6 +125,7 @@ async function main(): Promise<void> {
     machineCpuUsPerWebhook: {
       broker: Math.round(ingested.machineUsPerWebhook.broker),
       inClear: Math.round(ingested.machineUsPerWebhook.clear),
+      sealingButInClear: Math.round(ingested.machineUsPerWebhook.sealingOnly),
       ideal: Math.round(ingested.machineUsPerWebhook.ideal),
     },
     idealServerCpuUsPerWebhook: Math.round(ingested.idealServerCpuUsPerWebhook),
@@ -163,17 +167,18 @@ async function seed(sql: postgres.Sql, count: number): Promise<Seeded[]> {
   return seeded;
 }
 
-async function ingest(sql: postgres.Sql, broker: Child, inClear: Child, baseline: Child, installations: Seeded[]) {
+async function ingest(sql: postgres.Sql, broker: Child, inClear: Child, sealingOnly: Child, baseline: Child, installations: Seeded[]) {
   heading(`Signed-webhook ingest: ${SENDERS} concurrent senders, ${RUN_MS / 1000} s each after ${WARMUP_MS / 1000} s warm-up`);
   const agent = new Agent({ keepAlive: true, maxSockets: SENDERS });
   const pick = () => installations[Math.floor(Math.random() * installations.length)]!;
-  type Kind = 'ideal' | 'broker' | 'clear';
+  type Kind = 'ideal' | 'broker' | 'clear' | 'sealingOnly';
   const servers: Record<Kind, { child: Child; url: string }> = {
     ideal: { child: baseline, url: `${baseline.url}/ideal/webhooks/composio` },
     broker: { child: broker, url: `${broker.url}/v1/webhooks/composio` },
     clear: { child: inClear, url: `${inClear.url}/v1/webhooks/composio` },
+    sealingOnly: { child: sealingOnly, url: `${sealingOnly.url}/v1/webhooks/composio` },
   };
-  const calls: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0 };
+  const calls: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0, sealingOnly: 0 };
   const post = (url: string, installation: Seeded, kind?: Kind) => async () => {
     if (kind) calls[kind]++;
     const webhook = issueWebhook(installation, SECRET, 'bench');
@@ -190,30 +195,38 @@ async function ingest(sql: postgres.Sql, broker: Child, inClear: Child, baseline
   // rounds that take turns at going first.
   const rateRatios: number[] = [];
   const clearRatios: number[] = [];
+  const sealingRatios: number[] = [];
   const p99Ratios: number[] = [];
   const p99s = { broker: [] as number[], ideal: [] as number[] };
   // Processor per webhook in each kind of round, warm-ups included as their calls are: the server's
   // own (the broker's, the ideal's), and the whole machine's (this load, Postgres, the server).
   const callsBefore = { ...calls };
-  const machine: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0 };
-  const server: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0 };
-  const kinds: Kind[] = ['ideal', 'broker', 'clear'];
+  const machine: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0, sealingOnly: 0 };
+  const server: Record<Kind, number> = { ideal: 0, broker: 0, clear: 0, sealingOnly: 0 };
+  const kinds: Kind[] = ['ideal', 'broker', 'clear', 'sealingOnly'];
   for (let round = 0; round < INGEST_ROUNDS; round++) {
     const runs = new Map<Kind, LoadResult>();
-    for (const kind of [...kinds.slice(round % 3), ...kinds.slice(0, round % 3)]) {
+    for (const kind of [...kinds.slice(round % kinds.length), ...kinds.slice(0, round % kinds.length)]) {
       const busyBefore = machineBusySeconds();
       const serverBefore = cpuSeconds(servers[kind].child);
       runs.set(kind, await load(servers[kind].url, kind));
       machine[kind] += machineBusySeconds() - busyBefore;
       server[kind] += cpuSeconds(servers[kind].child) - serverBefore;
     }
-    const [ideal, brokerRun, clearRun] = [runs.get('ideal')!, runs.get('broker')!, runs.get('clear')!];
+    const [ideal, brokerRun, clearRun, sealingRun] = [
+      runs.get('ideal')!,
+      runs.get('broker')!,
+      runs.get('clear')!,
+      runs.get('sealingOnly')!,
+    ];
     line('ideal ingest: same HMAC check, one INSERT … SELECT committed per webhook, pool 12', ...loadFigures(ideal));
     line(`broker: POST /v1/webhooks/composio (${installations.length} installations)`, ...loadFigures(brokerRun));
     line('the same broker storing events’ data in clear', ...loadFigures(clearRun));
+    line('the same sealing each event’s data, then storing it in clear', ...loadFigures(sealingRun));
     const rate = (r: LoadResult) => r.requests / r.seconds;
     rateRatios.push(rate(brokerRun) / rate(ideal));
     clearRatios.push(rate(brokerRun) / rate(clearRun));
+    sealingRatios.push(rate(sealingRun) / rate(clearRun));
     const [brokerP99, idealP99] = [percentile(brokerRun.latenciesMs, 99), percentile(ideal.latenciesMs, 99)];
     p99Ratios.push(brokerP99 / idealP99);
     p99s.broker.push(brokerP99);
@@ -222,11 +235,13 @@ async function ingest(sql: postgres.Sql, broker: Child, inClear: Child, baseline
   const perWebhook = (seconds: number, kind: Kind) => (seconds * 1e6) / (calls[kind] - callsBefore[kind]);
   const brokerCpuUsPerWebhook = perWebhook(server.broker, 'broker');
   const clearCpuUsPerWebhook = perWebhook(server.clear, 'clear');
+  const sealingOnlyCpuUsPerWebhook = perWebhook(server.sealingOnly, 'sealingOnly');
   const idealServerCpuUsPerWebhook = perWebhook(server.ideal, 'ideal');
   const machineUsPerWebhook = {
     ideal: perWebhook(machine.ideal, 'ideal'),
     broker: perWebhook(machine.broker, 'broker'),
     clear: perWebhook(machine.clear, 'clear'),
+    sealingOnly: perWebhook(machine.sealingOnly, 'sealingOnly'),
   };
   line(
     'broker ÷ ideal ingest (medians of the rounds)',
@@ -239,23 +254,23 @@ async function ingest(sql: postgres.Sql, broker: Child, inClear: Child, baseline
     select count(*) filter (where sealed is not null)::int as sealed, count(*) filter (where sealed is null)::int as clear
       from events where type = 'trigger.event'`;
   const took = (kind: Kind) => calls[kind] - callsBefore[kind];
-  if (stored!.clear < took('clear') * 0.99 || stored!.sealed < took('broker') * 0.99)
+  if (stored!.clear < (took('clear') + took('sealingOnly')) * 0.99 || stored!.sealed < took('broker') * 0.99)
     throw new Error(
-      `expected about ${took('broker')} events encrypted and ${took('clear')} in clear, found ${stored!.sealed} and ${stored!.clear}`,
+      `expected about ${took('broker')} events encrypted and ${took('clear') + took('sealingOnly')} in clear, found ${stored!.sealed} and ${stored!.clear}`,
     );
 
   const sealUsPerEvent = sealingCost(installations);
   line(
     'encryption at rest, per webhook',
-    `ingest ${median(clearRatios).toFixed(2)}× the rate storing in clear (median of the rounds)`,
+    `ingest ${median(clearRatios).toFixed(2)}× the rate storing in clear, ${median(sealingRatios).toFixed(2)}× sealing but storing in clear (medians of the rounds)`,
     `sealing its data ${sealUsPerEvent.toFixed(1)} µs of processor (this process, same payloads)`,
-    `the broker's processor per webhook ${brokerCpuUsPerWebhook.toFixed(0)} µs, in clear ${clearCpuUsPerWebhook.toFixed(0)} µs`,
+    `the broker's processor per webhook ${brokerCpuUsPerWebhook.toFixed(0)} µs, in clear ${clearCpuUsPerWebhook.toFixed(0)} µs, sealing but in clear ${sealingOnlyCpuUsPerWebhook.toFixed(0)} µs`,
   );
   line(
     'the machine’s processor per webhook (load, server, Postgres)',
     `ideal ${machineUsPerWebhook.ideal.toFixed(0)} µs, of which its server ${idealServerCpuUsPerWebhook.toFixed(0)} µs`,
     `broker ${machineUsPerWebhook.broker.toFixed(0)} µs, of which the broker process ${brokerCpuUsPerWebhook.toFixed(0)} µs`,
-    `in clear ${machineUsPerWebhook.clear.toFixed(0)} µs`,
+    `in clear ${machineUsPerWebhook.clear.toFixed(0)} µs, sealing but in clear ${machineUsPerWebhook.sealingOnly.toFixed(0)} µs`,
   );
 
   const hot = installations[0]!;
@@ -315,6 +330,7 @@ async function ingest(sql: postgres.Sql, broker: Child, inClear: Child, baseline
   return {
     rateRatio: median(rateRatios),
     clearRateRatio: median(clearRatios),
+    sealingOnlyRateRatio: median(sealingRatios),
     clearCpuUsPerWebhook,
     p99Ratio: median(p99Ratios),
     brokerP99: median(p99s.broker),
