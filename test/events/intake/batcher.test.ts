@@ -91,7 +91,8 @@ describe('ingest group commit', () => {
       async () => {
         const [row] = await database.sql<{ n: number }[]>`
         select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation
-         where c.relname = 'installations' and l.mode = 'RowShareLock' and l.pid <> pg_backend_pid()`;
+         where c.relname = 'installations' and l.mode = 'RowShareLock' and l.pid <> pg_backend_pid()
+           and l.database = (select oid from pg_database where datname = current_database())`;
         return row!.n > 0;
       },
       5_000,
