@@ -126,8 +126,8 @@ async function sealRows(sql: Sql, keys: DataKeys, rows: readonly StoredRow[]): P
   const writes: { installationId: string; position: string; receivedAt: string; was: string | null; sealed: string }[] = [];
   for (const row of rows) {
     const bound = boundTo(row.composio_user_id, row.id);
-    let text: Buffer;
-    if (row.sealed === null) text = Buffer.from(row.data_text!, 'utf8');
+    let text: Buffer | string;
+    if (row.sealed === null) text = row.data_text!;
     else {
       try {
         text = open(keys, row.sealed, bound);

@@ -121,7 +121,7 @@ function secretBinding(digest: string): string {
 
 /** `secret` encrypted under the current data key, bound to its digest (`digestOf(secret)`). */
 function sealSecret(keys: DataKeys, secret: string, digest: string): Buffer {
-  return seal(keys, Buffer.from(secret, 'utf8'), secretBinding(digest));
+  return seal(keys, secret, secretBinding(digest));
 }
 
 function openedSecret(row: SecretRow, keys: DataKeys | undefined, log: SecretsLog): string | null {
