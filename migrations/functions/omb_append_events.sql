@@ -1,16 +1,7 @@
--- The one way events enter installations' queues: each installation's next positions, then the
--- rows, for as many events as are given, in the order given (arrays of one length, one element
--- per event). Each installation's positions are taken in one UPDATE and every row is written in
--- one INSERT, so a batch of webhooks costs two statements, not two per event.
---
--- The caller holds the row lock of every installation concerned (taken before its dedupe
--- checks), so positions are allocated and committed in order and stay contiguous per
--- installation: a position missing between a cursor and the first event still kept can only
--- have been removed by retention, which is how a poll knows to say `gap` (src/queue/queue.ts).
---
--- The rows land in the partitions of their `received_at` days (or in the default partition when
--- a day has none yet; src/retention/retention.ts creates them ahead). Answers each event's position,
--- by its 1-based index in the arrays.
+-- The previous release's (0.1.0's) way events enter queues, with their data in clear: since 0.2.0
+-- omb_append_events_sealed with no sealed data, the one body of that rule. Called by the functions
+-- both releases share (omb_append_event and 0.1.0's ingest functions); 0.2.0's ingest calls
+-- omb_append_events_sealed itself. Answers each event's position, by its 1-based index in the arrays.
 CREATE OR REPLACE FUNCTION omb_append_events(
   p_installation uuid[],
   p_id text[],
@@ -23,25 +14,7 @@ CREATE OR REPLACE FUNCTION omb_append_events(
   p_received_at timestamptz[],
   p_data jsonb[]
 ) RETURNS TABLE (ord integer, event_position bigint) LANGUAGE sql AS $$
-  WITH given AS (
-    SELECT g.*, row_number() OVER (PARTITION BY g.installation_id ORDER BY g.ord) AS nth
-      FROM unnest(p_installation, p_id, p_type, p_trigger_id, p_automation_id, p_toolkit, p_trigger_slug,
-                  p_connected_account_id, p_received_at, p_data) WITH ORDINALITY
-           AS g(installation_id, id, type, trigger_id, automation_id, toolkit, trigger_slug, connected_account_id,
-                received_at, data, ord)
-  ), bumped AS (
-    UPDATE installations i SET last_event_position = i.last_event_position + c.n
-      FROM (SELECT installation_id, count(*) AS n FROM given GROUP BY installation_id) c
-     WHERE i.id = c.installation_id
-    RETURNING i.id, i.last_event_position - c.n AS base
-  ), placed AS (
-    SELECT g.*, b.base + g.nth AS position FROM given g JOIN bumped b ON b.id = g.installation_id
-  ), inserted AS (
-    INSERT INTO events (installation_id, position, id, type, trigger_id, automation_id, toolkit, trigger_slug,
-                        connected_account_id, received_at, data)
-    SELECT p.installation_id, p.position, p.id, p.type, p.trigger_id, p.automation_id, p.toolkit, p.trigger_slug,
-           p.connected_account_id, p.received_at, p.data
-      FROM placed p
-  )
-  SELECT p.ord::integer, p.position FROM placed p ORDER BY p.ord
+  SELECT a.ord, a.event_position
+    FROM omb_append_events_sealed(p_installation, p_id, p_type, p_trigger_id, p_automation_id, p_toolkit, p_trigger_slug,
+                                  p_connected_account_id, p_received_at, p_data, NULL) a
 $$;

@@ -7,8 +7,9 @@ import { PREVIOUS_RELEASE_APPLICATION_NAMES } from '../db/database.js';
 /**
  * Trigger events' data encrypted at rest (src/data-keys/seal.ts): at ingest, the delivery's own
  * text of `data`, byte for byte, is sealed under the current data key and bound to the
- * installation's Composio user and the event's id (migrations/functions/omb_stash_sealed.sql and
- * omb_seal_event.sql store it); a poll opens it and hands that text back as it came.
+ * installation's Composio user and the event's id (stored by
+ * migrations/functions/omb_ingest_trigger_batch_sealed.sql); a poll opens it and hands that text
+ * back as it came.
  *
  * Not while a broker of the previous release (0.1.0, which reads only clear data) is connected to
  * the database: it would serve a sealed event as `null`. So this process seals only once it has

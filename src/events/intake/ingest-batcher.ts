@@ -5,7 +5,7 @@ import type { QueuedEventType } from '../event.js';
 import { announcingQueued } from '../queue/notifier.js';
 import type { WebhookOutcome } from './outcomes.js';
 
-/** One trigger message as the ingest functions take it (migrations/functions/omb_ingest_trigger_alone.sql). */
+/** One trigger message as the ingest functions take it (migrations/functions/omb_ingest_trigger_alone_sealed.sql). */
 export interface TriggerMessageInput {
   readonly eventId: string;
   /** Composio's trigger id (`metadata.trigger_id`). */
@@ -30,7 +30,8 @@ export interface TriggerMessageInput {
   readonly quotaPaid: number;
   /**
    * The data sealed (base64, src/events/sealing.ts): stored instead of the clear `data`, which the
-   * database still reads from `dataJson` for the trigger's filter. Absent: stored in clear.
+   * database still reads from `dataJson` for the trigger's filter (and never writes to a table or
+   * the WAL). Absent: stored in clear.
    */
   readonly sealed?: string;
 }
@@ -64,8 +65,8 @@ const DEFAULTS: IngestBatcherOptions = { maxInFlight: 2, maxBatch: 100, laneAfte
  * fsync takes a few hundred microseconds that, not CPU, caps one-message-per-transaction ingest.
  * So: a message is written at once while no transaction is running (no added latency when
  * traffic is light); otherwise it waits for that one and goes with every message that arrived
- * meanwhile, in one transaction (migrations/functions/omb_ingest_trigger_batch.sql). A message is
- * answered only after the transaction holding it has committed.
+ * meanwhile, in one transaction (migrations/functions/omb_ingest_trigger_batch_sealed.sql). A
+ * message is answered only after the transaction holding it has committed.
  *
  * One transaction at a time while they are quick: under load, fewer and larger batches cost less
  * per message than more, smaller ones (a batch's own statements are shared by all its messages;
@@ -157,16 +158,9 @@ export class IngestBatcher {
   private async call(inputs: TriggerMessageInput[]): Promise<TriggerMessageRow[]> {
     // Sent as text and cast by Postgres, so it does not matter how this client serialises jsonb.
     type Row = TriggerMessageRow & { ordinal: number };
-    const messages = messagesJson(inputs);
-    // With sealed data, it is set aside first, in the same statement (omb_stash_sealed.sql).
-    const sealed = inputs.filter((input) => input.sealed !== undefined);
-    const rows =
-      sealed.length > 0
-        ? await this.ingest<Row[]>`omb_ingest_trigger_batch(omb_stash_sealed(${messages}::text::jsonb,
-            ${sealed.map((m) => m.userId)}::text[], ${sealed.map((m) => m.eventId)}::text[], ${sealed.map((m) => m.sealed!)}::text[]))`
-        : await this.ingest<Row[]>`omb_ingest_trigger_batch(${messages}::text::jsonb)`;
+    const rows = await this.ingest<Row[]>`omb_ingest_trigger_batch_sealed(${messagesJson(inputs)}::text::jsonb)`;
     if (rows.length !== inputs.length) {
-      throw new Error(`omb_ingest_trigger_batch answered ${rows.length} rows for ${inputs.length} messages`);
+      throw new Error(`omb_ingest_trigger_batch_sealed answered ${rows.length} rows for ${inputs.length} messages`);
     }
     const byOrdinal: TriggerMessageRow[] = [];
     for (const row of rows) byOrdinal[row.ordinal - 1] = row;
@@ -176,7 +170,7 @@ export class IngestBatcher {
 
 /**
  * The batch as JSON, splicing each message's data in as it is (it is JSON text already), as the
- * `data` of its `payload` (the ingest functions read `payload.data`).
+ * `data` of its `payload` (the ingest functions read `payload.data`), and its sealed data beside it.
  */
 function messagesJson(inputs: TriggerMessageInput[]): string {
   return `[${inputs
@@ -185,7 +179,9 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
         `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
         `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
-        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":{"data":${m.dataJson}}}`,
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":{"data":${m.dataJson}}` +
+        // Base64: nothing in it needs escaping.
+        `${m.sealed === undefined ? '' : `,"sealed":"${m.sealed}"`}}`,
     )
     .join(',')}]`;
 }

@@ -82,8 +82,8 @@ function route(deps: IngestDeps, input: WebhookInput): Promise<IngestResult> {
 /**
  * A trigger's event: filter, dedupe, plan, quota, append and counters happen in the database in
  * one go, usually together with other webhooks' (see IngestBatcher and
- * migrations/functions/omb_ingest_trigger_batch.sql). What is decided here is only what lives
- * here: the UTC day the message counts in, and the ids of the events the broker makes.
+ * migrations/functions/omb_ingest_trigger_batch_sealed.sql). What is decided here is only what
+ * lives here: the UTC day the message counts in, and the ids of the events the broker makes.
  */
 async function ingestTriggerMessage(
   deps: IngestDeps,

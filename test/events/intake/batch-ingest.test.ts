@@ -6,9 +6,9 @@ import { createTestDatabase, type TestDatabase } from '../../support/database.js
 import { insertTrigger, installationWithTrigger, type TestTrigger } from '../helpers.js';
 
 /**
- * omb_ingest_trigger_batch answers a message its trigger refuses at once, keeps an installation's
- * other messages together only when every one of them is plainly to be kept, and sends every
- * other message through omb_ingest_trigger_alone, one at a time. One batch here mixes all of
+ * omb_ingest_trigger_batch_sealed answers a message its trigger refuses at once, keeps an
+ * installation's other messages together only when every one of them is plainly to be kept, and
+ * sends every other message through omb_ingest_trigger_alone_sealed, one at a time. One batch here mixes all of
  * these, across installations, and the outcome must be what the messages would get one by one:
  * outcomes, positions dense and in batch order, counters, and the quota.
  */
@@ -48,7 +48,7 @@ interface Row {
 
 async function ingest(messages: unknown[]): Promise<Row[]> {
   const rows = await database.sql<Row[]>`
-    select ordinal, outcome, installation, queued from omb_ingest_trigger_batch(${JSON.stringify(messages)}::text::jsonb)`;
+    select ordinal, outcome, installation, queued from omb_ingest_trigger_batch_sealed(${JSON.stringify(messages)}::text::jsonb)`;
   return [...rows].sort((a, b) => a.ordinal - b.ordinal);
 }
 
@@ -174,13 +174,50 @@ describe('a batch of trigger messages', () => {
     const batch = Array.from({ length: 30 }, (_, i) => message(triggers[i % triggers.length]!, at, { quotaStandard: 1000 }));
     const probes = await database.sql.begin(async (sql) => {
       await sql`set local track_functions = 'all'`;
-      const rows = await sql<Row[]>`select outcome from omb_ingest_trigger_batch(${JSON.stringify(batch)}::text::jsonb)`;
+      const rows = await sql<Row[]>`select outcome from omb_ingest_trigger_batch_sealed(${JSON.stringify(batch)}::text::jsonb)`;
       expect(rows.map((r) => r.outcome)).toEqual(batch.map(() => 'accepted'));
       const [called] = await sql<{ calls: number }[]>`
         select coalesce(sum(calls), 0)::int as calls from pg_stat_xact_user_functions where funcname = 'omb_events_seen'`;
       return called!.calls;
     });
     expect(probes).toBe(1);
+  });
+
+  it('stores each message’s sealed data instead of its clear data, on either path, and filters on the clear data', async () => {
+    const clean = await installationWithTrigger(database);
+    const twice = await installationWithTrigger(database);
+    const filtered = await installationWithTrigger(database, { filter: { label: 'bug' } });
+    const at = new Date();
+    // What the broker would send: any bytes do here (the database neither opens nor checks them).
+    const sealed = (m: { eventId: string }) => ({ ...m, sealed: Buffer.from(`sealed:${m.eventId}`).toString('base64') });
+    const repeated = sealed(message(twice, at, { data: { secret: 'twice' } }));
+    const batch = [
+      sealed(message(clean, at, { data: { secret: 'together' } })), // 1: kept with its installation's others
+      message(clean, at, { data: { said: 'in clear' } }), // 2: no sealed data (a broker not sealing yet)
+      repeated, // 3: the same id twice in a batch: one at a time
+      { ...repeated }, // 4
+      sealed(message(filtered, at, { data: { label: 'bug report', secret: 'kept' } })), // 5: the filter reads the clear data
+      sealed(message(filtered, at, { data: { label: 'feature', secret: 'left out' } })), // 6
+      sealed(message(clean, at, { userId: 'someone_else', data: { secret: 'stranger' } })), // 7: another user's
+    ];
+    const rows = await ingest(batch);
+    expect(rows.map((r) => r.outcome)).toEqual(['accepted', 'accepted', 'accepted', 'duplicate', 'accepted', 'filtered', 'user_mismatch']);
+
+    const stored = await database.sql<{ id: string; data: unknown; sealed: Buffer | null }[]>`
+      select id, data, sealed from events
+       where installation_id in (${clean.installationId}, ${twice.installationId}, ${filtered.installationId})
+       order by installation_id, position`;
+    const byId = new Map(stored.map((row) => [row.id, row]));
+    expect(stored).toHaveLength(4);
+    for (const m of [batch[0]!, batch[2]!, batch[4]!]) {
+      expect(byId.get(m.eventId)?.data, m.eventId).toBeNull();
+      expect(byId.get(m.eventId)?.sealed?.toString('utf8'), m.eventId).toBe(`sealed:${m.eventId}`);
+    }
+    expect(byId.get(batch[1]!.eventId)).toMatchObject({ data: { said: 'in clear' }, sealed: null });
+    // No clear data of a sealed message is stored anywhere.
+    const [clearText] = await database.sql<{ n: number }[]>`
+      select count(*)::int as n from events where data::text like '%secret%'`;
+    expect(clearText!.n).toBe(0);
   });
 
   it('fails loudly, never silently, when an append finds no installation', async () => {
