@@ -143,10 +143,13 @@ describe('the order function files are applied in', () => {
     const order = dependencyOrder((await files()).map(({ name, text }) => file(name, text))).map((f) => f.name);
     const comesBefore = (a: string, b: string) => expect(order.indexOf(a), `${a} before ${b}`).toBeLessThan(order.indexOf(b));
     comesBefore('omb_append_events', 'omb_append_event');
+    comesBefore('omb_append_events_sealed', 'omb_append_events');
     comesBefore('omb_events_seen', 'omb_ingest_account_expiry');
     comesBefore('omb_event_partition_bounds', 'omb_event_partitions_ensure');
-    comesBefore('omb_ingest_trigger_alone', 'omb_ingest_trigger_batch');
-    comesBefore('omb_paid_plans', 'omb_ingest_trigger_alone');
+    comesBefore('omb_ingest_trigger_alone_sealed', 'omb_ingest_trigger_batch_sealed');
+    comesBefore('omb_ingest_trigger_alone_sealed', 'omb_ingest_trigger_alone');
+    comesBefore('omb_ingest_trigger_batch_sealed', 'omb_ingest_trigger_batch');
+    comesBefore('omb_paid_plans', 'omb_ingest_trigger_alone_sealed');
   });
 
   it('refuses a cycle, naming it', () => {
