@@ -135,7 +135,10 @@ async function startLocked(
       // Only root needs a `postgres` user to run Postgres as; asked of anyone else (the image's
       // `node` user) the library tries to create that user and fails.
       createPostgresUser: process.getuid?.() === 0,
-      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...(options.extraFlags ?? [])],
+      // A statement's parameters never reach the log: ingest hands Postgres each trigger event's
+      // data in clear for the trigger's filter (never written to a table or the WAL), and a slow
+      // statement's log line would otherwise carry it in full (docs/operating.md).
+      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'log_parameter_max_length=0', ...(options.extraFlags ?? [])],
       onLog: (message: string) => {
         said.add(message);
         log.debug({ message: message.trim() }, 'postgres');

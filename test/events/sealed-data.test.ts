@@ -99,6 +99,13 @@ describe('trigger events’ data at rest', () => {
     expect((await post(t, signedWithIt)).json()).toEqual({ outcome: 'accepted' });
   });
 
+  it('keeps statements’ parameters, which carry the clear data to the filter, out of the embedded Postgres’s log', async () => {
+    const [setting] = await t.database.sql<{ log_parameter_max_length: string }[]>`show log_parameter_max_length`;
+    expect(setting!.log_parameter_max_length).toBe('0');
+    const [onError] = await t.database.sql<{ log_parameter_max_length_on_error: string }[]>`show log_parameter_max_length_on_error`;
+    expect(onError!.log_parameter_max_length_on_error).toBe('0');
+  });
+
   it('never opens in another installation’s row: the poll answers the others, logs and counts it', async () => {
     const a = await register(t.app);
     const b = await register(t.app);
