@@ -8,9 +8,9 @@ import { insertTrigger, installationWithTrigger, type TestTrigger } from '../hel
 /**
  * omb_ingest_trigger_batch_sealed answers a message its trigger refuses at once, keeps an
  * installation's other messages together only when every one of them is plainly to be kept, and
- * sends every other message through omb_ingest_trigger_alone_sealed, one at a time. One batch here mixes all of
- * these, across installations, and the outcome must be what the messages would get one by one:
- * outcomes, positions dense and in batch order, counters, and the quota.
+ * sends every other message through omb_ingest_trigger_alone_sealed, one at a time. One batch here
+ * mixes all of these, across installations, and the outcome must be what the messages would get
+ * one by one: outcomes, positions dense and in batch order, counters, and the quota.
  */
 
 let database: TestDatabase;
