@@ -29,6 +29,9 @@ afterAll(async () => {
   await folders?.remove();
 });
 
+/** Each sender's pause between its webhooks: some 150 a second from the three together. */
+const PACE_MS = 20;
+
 async function started(dataDir: string): Promise<BrokerProcess> {
   const broker = await startBroker({ ...BROKER_ENV, DATA_DIR: dataDir, QUOTA_STANDARD: '100000' });
   cleanups.push(() => broker.stop());
@@ -70,6 +73,8 @@ describe('backup and restore of the embedded default', () => {
         const body = (await response.json()) as { outcome?: string };
         expect(response.status).toBe(200);
         if (body.outcome === 'accepted') accepted.push({ id: webhook.id, at: performance.now() });
+        // Paced: webhooks keep arriving while the backup runs, without taking the processor from it.
+        await new Promise((resolve) => setTimeout(resolve, PACE_MS));
       }
     };
     const senders = Array.from({ length: 3 }, sender);
