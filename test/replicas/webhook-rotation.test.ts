@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createComposioGateway } from '../../src/composio/index.js';
 import { rotateWebhookSecret, storedSecrets } from '../../src/events/intake/webhook-secrets.js';
@@ -67,6 +68,9 @@ function signedWith(secret: string) {
     { secret },
   );
 }
+
+/** The pause after each delivery of the loops that run throughout the rotation. */
+const DELIVERY_PAUSE_MS = 20;
 
 const relayed: Delivered[] = [];
 
@@ -156,11 +160,18 @@ describe('rotating the webhook secret with two brokers running', () => {
     let rotating = true;
     // Composio keeps delivering (signed with whatever secret it has at that moment) and
     // deliveries signed with the first secret keep arriving, throughout the rotation.
+    // Paced, so that they do not take the processor from the rotation they run beside.
     const composioLoop = (async () => {
-      while (rotating) await sim.controls.fireTrigger(trigger.composioTriggerId, { subject: 'during the rotation' });
+      while (rotating) {
+        await sim.controls.fireTrigger(trigger.composioTriggerId, { subject: 'during the rotation' });
+        await sleep(DELIVERY_PAUSE_MS);
+      }
     })();
     const oldLoop = (async () => {
-      while (rotating) fromTest.push(await toBoth(signedWith(firstSecret)));
+      while (rotating) {
+        fromTest.push(await toBoth(signedWith(firstSecret)));
+        await sleep(DELIVERY_PAUSE_MS);
+      }
     })();
     const stopped = () => {
       rotating = false;
