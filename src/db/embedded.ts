@@ -391,10 +391,22 @@ export async function freePort(): Promise<number> {
   const below = ephemeralPortsStart();
   for (let tries = 0; below > PRIVATE_PORTS_FROM + 1000 && tries < 50; tries++) {
     const port = PRIVATE_PORTS_FROM + Math.floor(Math.random() * (below - PRIVATE_PORTS_FROM));
-    if (await probePort(port)) return port;
+    if (!handedOut.has(port) && (await probePort(port))) return handOut(port);
   }
   const port = await probePort(0);
   if (!port) throw new Error('no free port');
+  return handOut(port);
+}
+
+/**
+ * The ports freePort answered in this process. Never answered again: the servers it names may
+ * all start listening only later (a cluster's members, each one's API), and a port free at each
+ * question would otherwise now and then be given to two of them.
+ */
+const handedOut = new Set<number>();
+
+function handOut(port: number): number {
+  handedOut.add(port);
   return port;
 }
 
