@@ -62,10 +62,9 @@ export default defineConfig({
     // its tests start, and a data folder initialised once for those on a folder of their own. The
     // build goes first: it carries on in the background while Postgres starts.
     globalSetup: ['./test/support/global-build.ts', './test/support/global-postgres.ts', './test/support/global-data-folder.ts'],
-    // In-process test files mostly wait on Postgres and timers, so two workers more than the cores
-    // keep them busy: on two cores, with one more the processor stood idle some 40 s of a run
-    // (160 s), with two more 11 s (151 s). Vitest's default, one fewer, runs files one at a time.
-    maxWorkers: availableParallelism() + 2,
+    // In-process test files mostly wait on Postgres and timers, so one worker more than the cores
+    // keeps them busy (Vitest's default, one fewer, runs files one at a time on two cores).
+    maxWorkers: availableParallelism() + 1,
     sequence: { sequencer: ProcessesAlongside },
     projects: [
       { test: { ...shared, name: 'unit', include: [SRC_TESTS, ...PURE], exclude: SRC_INTEGRATION, isolate: false } },
