@@ -161,6 +161,7 @@ async function main(): Promise<void> {
         if (err ?? rejected) logger.error({ err: err ?? rejected }, 'shutting down after an error');
         else if (lostDatabase) logger.fatal({ err: lostDatabase }, 'shutting down: the embedded Postgres is gone');
         else logger.info({ signal: signal ?? stopSignal }, 'shutting down');
+        embedded?.stopping();
         await closeAll();
         if (lostDatabase) process.exit(1);
       },

@@ -22,6 +22,11 @@ import { ensureFolderPassword, PASSWORD_FILE, readFolderPassword } from './embed
  */
 export interface EmbeddedDatabase {
   readonly url: string;
+  /**
+   * The broker is shutting down (its requests still finishing): a smart shutdown asked of the
+   * server meanwhile is left as it is, for `stop` to end.
+   */
+  stopping(): void;
   stop(): Promise<void>;
 }
 
@@ -184,12 +189,19 @@ async function startLocked(
         { cause: error },
       );
     }
-    return connectStarted(server, { databaseDir, log, options, releaseLock, port, password, startedAt });
+    return connectStarted(server, { databaseDir, log, options, releaseLock, port, password, startedAt, said });
   }
 }
 
 /** How many free ports are tried before giving up on a server that cannot bind one. */
 const PORT_ATTEMPTS = 3;
+
+/**
+ * How long a smart shutdown someone else asked of the server waits before the broker makes it
+ * fast (see connectStarted): time enough for a broker signalled at the same moment to say it is
+ * stopping.
+ */
+const SMART_SHUTDOWN_WAIT_MS = 5_000;
 
 /**
  * What Postgres said while starting, the last lines kept: enough to tell why it stopped (a
@@ -198,13 +210,20 @@ const PORT_ATTEMPTS = 3;
  */
 class PostgresLog {
   private readonly lines: string[] = [];
+  private readonly smartShutdownListeners: Array<() => void> = [];
 
   add(chunk: string): void {
     for (const line of chunk.split('\n')) {
       if (line.trim() === '') continue;
       this.lines.push(line.trim());
       if (this.lines.length > 40) this.lines.shift();
+      if (/received smart shutdown request/.test(line)) for (const listener of this.smartShutdownListeners) listener();
     }
+  }
+
+  /** Calls `listener` whenever the server says it was asked for a smart shutdown (a SIGTERM). */
+  onSmartShutdown(listener: () => void): void {
+    this.smartShutdownListeners.push(listener);
   }
 
   /** The last fatal line, from its severity on (`FATAL:  could not create any TCP/IP sockets`), spaces collapsed. */
@@ -233,9 +252,10 @@ async function connectStarted(
     port: number;
     password: string;
     startedAt: number;
+    said: PostgresLog;
   },
 ): Promise<EmbeddedDatabase> {
-  const { databaseDir, log, options, releaseLock, port, password, startedAt } = started;
+  const { databaseDir, log, options, releaseLock, port, password, startedAt, said } = started;
   const database = options.database ?? DEFAULT_DATABASE;
   const admin = postgres(serverUrl(password, port, 'postgres'), { max: 1, onnotice: () => {}, connect_timeout: 10 });
   try {
@@ -282,11 +302,37 @@ async function connectStarted(
   };
   watch();
 
+  // A smart shutdown (a SIGTERM to the server alone, `pg_ctl stop -m smart`) refuses new sessions
+  // and waits for the open ones to end; the broker's never all do (its LISTEN session stays open),
+  // so the server would refuse new sessions for good while the broker served on the others. Unless
+  // the broker is stopping by then (a machine's shutdown signals both at once, and the broker's own
+  // shutdown ends the server once its requests are done), it makes the shutdown fast: the server
+  // exits, and is started again as after any exit.
+  let brokerStopping = false;
+  let ending: NodeJS.Timeout | undefined;
+  said.onSmartShutdown(() => {
+    if (stopping || brokerStopping || ending) return;
+    log.warn(
+      { waitMs: SMART_SHUTDOWN_WAIT_MS },
+      'embedded Postgres was asked to shut down by someone else and waits for the broker’s sessions to end; ending it and starting it again, unless the broker is stopping by then',
+    );
+    ending = setTimeout(() => {
+      ending = undefined;
+      if (!stopping && !brokerStopping && running()) serverProcess()?.kill('SIGINT');
+    }, SMART_SHUTDOWN_WAIT_MS);
+    ending.unref();
+  });
+
   let stopped: Promise<void> | undefined;
   return {
     url: serverUrl(password, port, database),
+    stopping() {
+      brokerStopping = true;
+      clearTimeout(ending);
+    },
     stop() {
       stopping = true;
+      clearTimeout(ending);
       cancelRestart.abort();
       stopped ??= (async () => {
         await restarting;

@@ -92,6 +92,20 @@ function postmasterPid(dataDir: string): number | null {
   return Number.parseInt(readFileSync(file, 'utf8').split('\n')[0] ?? '', 10);
 }
 
+/** The pid of a new server in the folder once one runs (the previous one's postmaster.pid stays until then). */
+async function postmasterAfter(dataDir: string, previous: number): Promise<number> {
+  let pid: number | null = null;
+  await until(
+    () => {
+      pid = postmasterPid(dataDir);
+      return pid !== null && pid !== previous && alive(pid);
+    },
+    30_000,
+    `a Postgres in ${dataDir} other than ${previous}`,
+  );
+  return pid!;
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -289,32 +303,32 @@ describe.concurrent('npm killed outright', () => {
 });
 
 describe.concurrent('the embedded Postgres dies', () => {
-  it('is started again, the broker serves again, and SIGTERM still stops it promptly with exit 0', async () => {
+  it('is started again, as after a smart shutdown asked by someone else; the broker serves again, and SIGTERM still stops it promptly with exit 0', async () => {
     const dataDir = await folders.copy();
     const broker = await start(dataDir);
     const who = await registerOver(broker.url);
     const first = postmasterPid(dataDir)!;
     process.kill(first, 'SIGKILL');
 
-    // A new server in the folder (the killed one's postmaster.pid stays until then).
-    await until(
-      () => {
-        const now = postmasterPid(dataDir);
-        return now !== null && now !== first && alive(now);
-      },
-      30_000,
-      'a new Postgres in the folder',
-    );
-    const second = postmasterPid(dataDir);
+    const second = await postmasterAfter(dataDir, first);
     await until(async () => healthy(broker.url), 15_000, 'the broker healthy again');
     expect((await fetch(`${broker.url}/v1/me`, { headers: who.auth })).status).toBe(200);
     expect(broker.output()).toContain('embedded Postgres exited unexpectedly; starting it again');
+
+    // A smart shutdown asked by someone else (SIGTERM to the server alone) would wait for the
+    // broker's sessions, which never all end: the broker ends it and starts the server again.
+    process.kill(second, 'SIGTERM');
+    const third = await postmasterAfter(dataDir, second);
+    await until(async () => healthy(broker.url), 15_000, 'the broker healthy again after the smart shutdown');
+    expect((await fetch(`${broker.url}/v1/me`, { headers: who.auth })).status).toBe(200);
+    expect(broker.output()).toContain('embedded Postgres was asked to shut down by someone else');
+    expect(alive(second)).toBe(false);
 
     const signalledAt = performance.now();
     expect(await broker.stop()).toBe(0);
     expect(performance.now() - signalledAt).toBeLessThan(8000);
     expect(postmasterPid(dataDir)).toBeNull();
-    expect(alive(second!)).toBe(false);
+    expect(alive(third)).toBe(false);
   }, 120_000);
 
   it('exits 1 for a supervisor when it cannot be started again', async () => {
