@@ -275,10 +275,19 @@ async function connectStarted(
     const child = serverProcess();
     return child !== undefined && child.exitCode === null && child.signalCode === null;
   };
+  // A smart shutdown someone else asked for (see below): the broker's timer to end it, and whether
+  // it did (the exit that follows is then expected).
+  let ending: NodeJS.Timeout | undefined;
+  let endedSmartShutdown = false;
   const watch = () =>
     serverProcess()?.once('exit', (code, signal) => {
+      // A shutdown that ended on its own leaves nothing to end in the server started next.
+      clearTimeout(ending);
+      ending = undefined;
       if (stopping) return;
-      log.error({ code, signal }, 'embedded Postgres exited unexpectedly; starting it again');
+      if (endedSmartShutdown) log.warn({ code, signal }, 'embedded Postgres shut down as it was asked; starting it again');
+      else log.error({ code, signal }, 'embedded Postgres exited unexpectedly; starting it again');
+      endedSmartShutdown = false;
       restarting = restart();
     });
   const restart = async () => {
@@ -309,7 +318,6 @@ async function connectStarted(
   // shutdown ends the server once its requests are done), it makes the shutdown fast: the server
   // exits, and is started again as after any exit.
   let brokerStopping = false;
-  let ending: NodeJS.Timeout | undefined;
   said.onSmartShutdown(() => {
     if (stopping || brokerStopping || ending) return;
     log.warn(
@@ -318,7 +326,9 @@ async function connectStarted(
     );
     ending = setTimeout(() => {
       ending = undefined;
-      if (!stopping && !brokerStopping && running()) serverProcess()?.kill('SIGINT');
+      if (stopping || brokerStopping || !running()) return;
+      endedSmartShutdown = true;
+      serverProcess()?.kill('SIGINT');
     }, SMART_SHUTDOWN_WAIT_MS);
     ending.unref();
   });

@@ -230,6 +230,9 @@ describe.concurrent('npm start', () => {
       // As Ctrl-C in a terminal or a signal to the process group does: the broker gets the signal
       // itself too, besides npm relaying it.
       process.kill(pid, signal);
+      // A machine's shutdown signals every process, the embedded Postgres too (a smart shutdown):
+      // that is left to the broker's own stop, which ends it, and nothing starts it again.
+      if (signal === 'SIGTERM') process.kill(postgres, 'SIGTERM');
       expect(await poll).toEqual({ status: 200, body: { events: [], cursor: expect.any(String) } });
       const code = await new Promise((resolve) => {
         if (broker.child.exitCode !== null) resolve(broker.child.exitCode);
@@ -241,6 +244,7 @@ describe.concurrent('npm start', () => {
       expect(alive(postgres), 'its Postgres is gone').toBe(false);
       expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
       expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
+      expect(broker.output()).not.toContain('starting it again');
     }, 120_000);
   }
 });
@@ -322,6 +326,7 @@ describe.concurrent('the embedded Postgres dies', () => {
     await until(async () => healthy(broker.url), 15_000, 'the broker healthy again after the smart shutdown');
     expect((await fetch(`${broker.url}/v1/me`, { headers: who.auth })).status).toBe(200);
     expect(broker.output()).toContain('embedded Postgres was asked to shut down by someone else');
+    expect(broker.output()).toContain('embedded Postgres shut down as it was asked; starting it again');
     expect(alive(second)).toBe(false);
 
     const signalledAt = performance.now();
