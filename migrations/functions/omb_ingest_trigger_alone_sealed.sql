@@ -9,7 +9,7 @@
 -- installation, and a poller that has read position N never later misses a smaller one. Other
 -- installations are not blocked.
 --
--- Whether the message is kept at all comes first (omb_trigger_message_refusal), then dedupe by
+-- Whether the message is kept at all comes first (omb_trigger_message_refusal_sealed), then dedupe by
 -- event id within the installation (omb_events_seen), then the quota, so a redelivery never
 -- consumes quota. Dedupe is checked once, under the installation's lock, so a concurrent
 -- redelivery of the same event waits and then sees it: the lock, not an index, is what makes it
@@ -19,8 +19,9 @@
 -- Events enter the queue through omb_append_events_sealed (omb_append_event for the day's
 -- `quota.exceeded`). The shapes of the events queued here are built here: `trigger.event` carries
 -- Composio's data as it came, sealed by the broker when `p_sealed` is given (stored instead of
--- `p_data`, which the trigger's filter still reads); `quota.exceeded` the day, the limit and when
--- it resets. The caller names the day the message counts in, when that day resets and the id of
+-- `p_data`, which the trigger's filter still reads; with `p_sealed`, `p_data` may be null, and
+-- the answer is then `needs_data` if the filter reads it); `quota.exceeded` the day, the limit
+-- and when it resets. The caller names the day the message counts in, when that day resets and the id of
 -- its `quota.exceeded` event (src/events/intake/ingest.ts): every UTC day boundary and every
 -- broker-made id is built there.
 --
@@ -53,6 +54,9 @@ DECLARE
   v_notified boolean;
   v_limit integer;
 BEGIN
+  IF p_data IS NULL AND p_sealed IS NULL THEN
+    RAISE EXCEPTION 'omb_ingest_trigger_alone_sealed: event % has neither data nor sealed data', p_event_id;
+  END IF;
   SELECT tr.id, tr.installation_id, tr.automation_id, tr.toolkit, tr.trigger_slug, tr.connected_account_id,
          tr.filter, tr.enabled, i.composio_user_id
     INTO t
@@ -63,7 +67,7 @@ BEGIN
     RETURN;
   END IF;
   installation := t.installation_id;
-  outcome := omb_trigger_message_refusal(t.composio_user_id, p_user_id, t.enabled, t.toolkit, t.filter, p_data);
+  outcome := omb_trigger_message_refusal_sealed(t.composio_user_id, p_user_id, t.enabled, t.toolkit, t.filter, p_data);
   IF outcome IS NOT NULL THEN
     RETURN;
   END IF;

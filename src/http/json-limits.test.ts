@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { forbiddenKeyPath, storableJsonText, utf8Text, writtenOutLength } from './json-limits.js';
+import { forbiddenKeyPath, mayExceedNumeric, storableJsonText, utf8Text, writtenOutLength } from './json-limits.js';
 
 describe('storableJsonText', () => {
   it.each([
@@ -71,5 +71,26 @@ describe('writtenOutLength', () => {
     expect(writtenOutLength('[1e99999999999999999999]')).toBeGreaterThan(1e19);
     expect(writtenOutLength('[1e-99999999999999999999]')).toBeGreaterThan(1e19);
     expect(writtenOutLength(`[1e${'9'.repeat(400)}]`)).toBe(Number.POSITIVE_INFINITY);
+  });
+});
+
+describe('mayExceedNumeric', () => {
+  it.each([
+    ['an exponent', '{"n":1e5}'],
+    ['a negative exponent in a list', '[0,-2.5E-3]'],
+    ['16384 digits after the point', `{"n":0.${'0'.repeat(16383)}1}`],
+    ['131073 digits before it', `[1${'0'.repeat(131072)}]`],
+  ])('says yes for %s', (_what, text) => {
+    expect(mayExceedNumeric(text)).toBe(true);
+  });
+
+  it.each([
+    ['no numbers', '{"title":"Crash when resized"}'],
+    ['a UUID with an e between digits', '{"id":"123e4567-e89b-12d3-a456-426614174000"}'],
+    ['30-digit integers and 1.50', '{"n":123456789012345678901234567890,"m":1.50}'],
+    ['16383 digits after the point', `{"n":0.${'0'.repeat(16382)}1}`],
+    ['a long text of digits and letters', `"${'1234567890a'.repeat(4000)}"`],
+  ])('says no for %s', (_what, text) => {
+    expect(mayExceedNumeric(text)).toBe(false);
   });
 });

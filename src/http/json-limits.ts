@@ -165,6 +165,26 @@ export function storableJsonText(text: string): string {
  * UUIDs (`…-4e5f…`) from making every delivery take the full walk.
  */
 const MAY_HOLD_EXPONENT = /(?:^|[\s,:[])-?\d+(?:\.\d+)?[eE][+-]?\d/;
+/** The most digits Postgres's `numeric` (which `jsonb` keeps numbers in) holds after the point; before it, 131072. */
+const NUMERIC_SCALE_MAX = 16383;
+
+/**
+ * Whether valid JSON `text` may hold a number `jsonb` cannot hold (beyond `numeric`'s digits before
+ * or after the point): only one written with an exponent or with more than 16383 digits can.
+ * A hint, never a miss: text in strings may match too. Linear in the text's length.
+ */
+export function mayExceedNumeric(text: string): boolean {
+  if (MAY_HOLD_EXPONENT.test(text)) return true;
+  if (text.length <= NUMERIC_SCALE_MAX) return false;
+  let digits = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    digits = c >= 0x30 && c <= 0x39 ? digits + 1 : 0;
+    if (digits > NUMERIC_SCALE_MAX) return true;
+  }
+  return false;
+}
+
 /** A string, skipped whole, or a number with an exponent: its integer digits, fraction and exponent. */
 const STRING_OR_EXPONENT = /"(?:[^"\\]+|\\.)*"|-?(\d+)(?:\.(\d+))?[eE]([+-]?\d+)/g;
 

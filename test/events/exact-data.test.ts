@@ -106,9 +106,11 @@ describe('what cannot be kept as sent', () => {
     const owner = await register(t.app);
     const trigger = await insertTrigger(t.database, owner.installationId);
     const before = t.events.outcomes.totals();
-    // Beyond Postgres's numeric; and nine numbers Postgres can hold, which written out for the app
-    // would be more than a megabyte of digits (1e131071 is 131072 of them).
-    for (const number of ['1e131072', '1e-16384', `[${Array(9).fill('1e131071').join(',')}]`]) {
+    // Beyond Postgres's numeric, with an exponent and without (16384 digits after the point,
+    // 131073 before it); and nine numbers Postgres can hold, which written out for the app would
+    // be more than a megabyte of digits (1e131071 is 131072 of them).
+    const beyond = ['1e131072', '1e-16384', `0.${'0'.repeat(16383)}1`, `1${'0'.repeat(131072)}`];
+    for (const number of [...beyond, `[${Array(9).fill('1e131071').join(',')}]`]) {
       const response = await post(t, signed(messageWithData(trigger, `{"n":${number}}`), { at: t.clock.now() }));
       expect(response.statusCode).toBe(422);
       expect(response.json()).toEqual({
@@ -116,7 +118,7 @@ describe('what cannot be kept as sent', () => {
         code: 'data_not_storable',
       });
     }
-    expect(t.events.outcomes.totals().unstorable).toBe(before.unstorable + 3);
+    expect(t.events.outcomes.totals().unstorable).toBe(before.unstorable + 5);
     expect(t.logs.text).toContain('webhook refused: its data cannot be stored as sent');
     expect(await countEvents(t.database, owner.installationId)).toBe(0);
   });

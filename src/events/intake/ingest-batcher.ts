@@ -34,6 +34,14 @@ export interface TriggerMessageInput {
    * the WAL). Absent: stored in clear.
    */
   readonly sealed?: string;
+  /**
+   * With `sealed`: the database needs `dataJson` for nothing but the trigger's filter (nothing in
+   * it can fail to fit `jsonb`, src/http/json-limits.ts `mayExceedNumeric`). It is then sent only
+   * for a trigger whose filter reads it: sent without, such a message is answered `needs_data`,
+   * having stored and counted nothing, and goes again with it. Otherwise `dataJson` is always
+   * sent, and Postgres parsing it refuses what `jsonb` cannot hold (`numeric_value_out_of_range`).
+   */
+  readonly dataForFilterOnly?: boolean;
 }
 
 export interface TriggerMessageRow {
@@ -131,7 +139,14 @@ export class IngestBatcher {
   private async run(batch: Pending[]): Promise<void> {
     try {
       const rows = await this.call(batch.map((p) => p.input));
-      for (const [i, p] of batch.entries()) p.resolve(rows[i]!);
+      const again: Pending[] = [];
+      for (const [i, p] of batch.entries()) {
+        const row = rows[i]!;
+        if (row.outcome === NEEDS_DATA) again.push({ ...p, input: withData(p.input) });
+        else p.resolve(row);
+      }
+      // First in the next transaction (this one has ended: nothing of theirs was stored).
+      this.queue.unshift(...again);
     } catch (error) {
       if (isDatabaseUnavailable(error)) {
         const waiting = this.queue.splice(0);
@@ -146,7 +161,7 @@ export class IngestBatcher {
       await Promise.all(
         batch.map(async (p) => {
           try {
-            p.resolve((await this.call([p.input]))[0]!);
+            p.resolve(await this.alone(p.input));
           } catch (single) {
             p.reject(single);
           }
@@ -155,22 +170,56 @@ export class IngestBatcher {
     }
   }
 
-  private async call(inputs: TriggerMessageInput[]): Promise<TriggerMessageRow[]> {
+  /** One message in a transaction of its own, and in another with its data if the database asks for it. */
+  private async alone(input: TriggerMessageInput): Promise<TriggerMessageRow> {
+    for (const sent of [input, withData(input)]) {
+      const [row] = await this.call([sent]);
+      if (row!.outcome !== NEEDS_DATA) return row!;
+    }
+    throw new Error(`omb_ingest_trigger_batch_sealed asked again for the data of event ${input.eventId}, which it was sent`);
+  }
+
+  private async call(inputs: TriggerMessageInput[]): Promise<Answer[]> {
     // Sent as text and cast by Postgres, so it does not matter how this client serialises jsonb.
-    type Row = TriggerMessageRow & { ordinal: number };
+    type Row = Answer & { ordinal: number };
     const rows = await this.ingest<Row[]>`omb_ingest_trigger_batch_sealed(${messagesJson(inputs)}::text::jsonb)`;
     if (rows.length !== inputs.length) {
       throw new Error(`omb_ingest_trigger_batch_sealed answered ${rows.length} rows for ${inputs.length} messages`);
     }
-    const byOrdinal: TriggerMessageRow[] = [];
-    for (const row of rows) byOrdinal[row.ordinal - 1] = row;
+    const byOrdinal: Answer[] = [];
+    for (const row of rows) {
+      if (row.outcome === NEEDS_DATA && sendsData(inputs[row.ordinal - 1]!)) {
+        throw new Error(
+          `omb_ingest_trigger_batch_sealed asked again for the data of event ${inputs[row.ordinal - 1]!.eventId}, which it was sent`,
+        );
+      }
+      byOrdinal[row.ordinal - 1] = row;
+    }
     return byOrdinal;
   }
 }
 
 /**
+ * The database's answer to a sealed message sent without its clear data whose trigger's filter
+ * reads it: nothing was stored or counted for it. Never an outcome of a webhook.
+ */
+const NEEDS_DATA = 'needs_data';
+
+/** What the database answers for one message. */
+type Answer = TriggerMessageRow | { readonly outcome: typeof NEEDS_DATA; readonly installation: string | null; readonly queued: null };
+
+function sendsData(m: TriggerMessageInput): boolean {
+  return m.sealed === undefined || m.dataForFilterOnly !== true;
+}
+
+function withData(m: TriggerMessageInput): TriggerMessageInput {
+  return { ...m, dataForFilterOnly: false };
+}
+
+/**
  * The batch as JSON, splicing each message's data in as it is (it is JSON text already), as the
- * `data` of its `payload` (the ingest functions read `payload.data`), and its sealed data beside it.
+ * `data` of its `payload` (the ingest functions read `payload.data`), and its sealed data beside it;
+ * a sealed message's `payload` only when the database must read its data (`sendsData`).
  */
 function messagesJson(inputs: TriggerMessageInput[]): string {
   return `[${inputs
@@ -179,7 +228,8 @@ function messagesJson(inputs: TriggerMessageInput[]): string {
         `{"eventId":${JSON.stringify(m.eventId)},"triggerId":${JSON.stringify(m.triggerId)},"userId":${JSON.stringify(m.userId)},` +
         `"receivedAt":${JSON.stringify(m.receivedAt)},"day":${JSON.stringify(m.day)},"resetsAt":${JSON.stringify(m.resetsAt)},` +
         `"quotaEventId":${JSON.stringify(m.quotaEventId)},` +
-        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid},"payload":{"data":${m.dataJson}}` +
+        `"quotaStandard":${m.quotaStandard},"quotaPaid":${m.quotaPaid}` +
+        `${sendsData(m) ? `,"payload":{"data":${m.dataJson}}` : ''}` +
         // Base64: nothing in it needs escaping.
         `${m.sealed === undefined ? '' : `,"sealed":"${m.sealed}"`}}`,
     )

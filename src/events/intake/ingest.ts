@@ -1,6 +1,6 @@
 import type { WebhookEvent } from '../../composio/webhook-events.js';
 import type { Database, Sql } from '../../db/database.js';
-import { storableJsonText, writtenOutLength } from '../../http/json-limits.js';
+import { mayExceedNumeric, storableJsonText, writtenOutLength } from '../../http/json-limits.js';
 import type { Quotas } from '../../plans/plan.js';
 import { quotaDay } from '../../plans/plan.js';
 import { quotaExceededEventId } from '../broker-events.js';
@@ -110,7 +110,9 @@ async function ingestTriggerMessage(
       quotaEventId: quotaExceededEventId(day),
       quotaStandard: deps.quotas.standard,
       quotaPaid: deps.quotas.paid,
-      ...(sealed === undefined ? {} : { sealed }),
+      // Sealed, the clear data goes to Postgres only where it must read it: for the trigger's
+      // filter, and to refuse a number jsonb cannot hold, as it does for data stored in clear.
+      ...(sealed === undefined ? {} : { sealed, dataForFilterOnly: !mayExceedNumeric(data) }),
     });
     return { outcome: row.outcome, installationId: row.installation, queued: row.queued };
   } catch (error) {

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { quotaExceededEventId } from '../../../src/events/broker-events.js';
 import { quotaDay } from '../../../src/plans/plan.js';
-import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import { createTestDatabase, type TestDatabase, withDatabase } from '../../support/database.js';
 import { insertTrigger, installationWithTrigger, type TestTrigger } from '../helpers.js';
 
 /**
@@ -183,6 +184,32 @@ describe('a batch of trigger messages', () => {
     expect(probes).toBe(1);
   });
 
+  it('plans its statements once per connection, not again for every batch', async () => {
+    // Planning the batch's statements for the values given cost more than a batch of 30 took to
+    // run (the redelivery probe alone, about 0.16 ms). Postgres reports each planning to the
+    // client that asked for it with log_planner_stats.
+    const plannings: string[] = [];
+    const one = postgres(withDatabase(inject('pgAdminUrl'), database.name), {
+      max: 1,
+      onnotice: (notice) => void (notice.message === 'PLANNER STATISTICS' && plannings.push(notice.message)),
+    });
+    try {
+      const triggers = await Promise.all([installationWithTrigger(database), installationWithTrigger(database)]);
+      // Far from the quota: every message is kept together with its installation's others.
+      const batch = () => JSON.stringify(triggers.map((trigger) => message(trigger, new Date(), { quotaStandard: 1000, quotaPaid: 1000 })));
+      // The first call makes the plans.
+      await one`select * from omb_ingest_trigger_batch_sealed(${batch()}::text::jsonb)`;
+      await one.unsafe('set client_min_messages = log');
+      await one.unsafe('set log_planner_stats = on');
+      // Sent unprepared, the statement itself is planned each time; nothing within the function is.
+      for (let i = 0; i < 8; i++) await one.unsafe('select * from omb_ingest_trigger_batch_sealed($1::text::jsonb)', [batch()]);
+      expect(plannings).toHaveLength(8);
+      expect(await queue(triggers[0]!.installationId)).toHaveLength(9);
+    } finally {
+      await one.end();
+    }
+  });
+
   it('stores each message’s sealed data instead of its clear data, on either path, and filters on the clear data', async () => {
     const clean = await installationWithTrigger(database);
     const twice = await installationWithTrigger(database);
@@ -218,6 +245,73 @@ describe('a batch of trigger messages', () => {
     const [clearText] = await database.sql<{ n: number }[]>`
       select count(*)::int as n from events where data::text like '%secret%'`;
     expect(clearText!.n).toBe(0);
+  });
+
+  it('answers a sealed message sent without its clear data needs_data where the filter reads it, and nothing else', async () => {
+    const clean = await installationWithTrigger(database);
+    const twice = await installationWithTrigger(database, { filter: { label: 'bug' } });
+    const filtered = await installationWithTrigger(database, { filter: { label: 'bug' } });
+    const emptyFilter = await installationWithTrigger(database, { filter: {} });
+    const gmail = await installationWithTrigger(database, {
+      toolkit: 'gmail',
+      triggerSlug: 'GMAIL_NEW_GMAIL_MESSAGE',
+      filter: { from: 'boss@example.com' },
+    });
+    const pausedFiltered = await installationWithTrigger(database, { enabled: false, filter: { label: 'bug' } });
+    const at = new Date();
+    // Sealed, with no `payload`: as the broker sends a message whose clear data Postgres need not parse.
+    const withoutData = (trigger: TestTrigger, overrides: Record<string, unknown> = {}) => {
+      const { payload: _clear, ...m } = message(trigger, at, overrides);
+      return { ...m, sealed: Buffer.from(`sealed:${m.eventId}`).toString('base64') };
+    };
+    const repeated = withoutData(twice);
+    const batch = [
+      withoutData(clean), // 1: no filter
+      withoutData(filtered), // 2: the filter reads the data
+      withoutData(emptyFilter), // 3: an empty filter passes everything
+      withoutData(gmail), // 4: Gmail applied the filter as its search
+      withoutData(filtered, { userId: 'someone_else' }), // 5: another user's, whatever the filter
+      withoutData(pausedFiltered), // 6: paused, whatever the filter
+      repeated, // 7: the same id twice: one at a time, where the filter reads it too
+      { ...repeated }, // 8
+    ];
+    const rows = await ingest(batch);
+    expect(rows.map((r) => r.outcome)).toEqual([
+      'accepted',
+      'needs_data',
+      'accepted',
+      'accepted',
+      'user_mismatch',
+      'paused',
+      'needs_data',
+      'needs_data',
+    ]);
+    expect(rows.map((r) => r.queued)).toEqual(['trigger.event', null, 'trigger.event', 'trigger.event', null, null, null, null]);
+    expect(rows[1]!.installation).toBe(filtered.installationId);
+
+    // Nothing stored or counted for a message answered needs_data.
+    for (const trigger of [twice, filtered]) {
+      expect(await queue(trigger.installationId), trigger.installationId).toEqual([]);
+      const counted = await database.sql`select 1 from daily_usage where installation_id = ${trigger.installationId}
+                                         union all select 1 from trigger_daily_usage where trigger_id = ${trigger.id}`;
+      expect(counted, trigger.installationId).toHaveLength(0);
+    }
+    for (const trigger of [clean, emptyFilter, gmail]) expect(await queue(trigger.installationId)).toHaveLength(1);
+
+    // Sent again with its data, it is kept or filtered out as usual, on either path.
+    const again = await ingest([
+      { ...batch[1]!, payload: { data: { label: 'bug report' } } },
+      { ...repeated, payload: { data: { label: 'feature' } } },
+    ]);
+    expect(again.map((r) => r.outcome)).toEqual(['accepted', 'filtered']);
+  });
+
+  it('refuses a message with neither clear nor sealed data, on either path, storing nothing', async () => {
+    const clean = await installationWithTrigger(database);
+    const { payload: _clear, ...bare } = message(clean, new Date());
+    await expect(ingest([bare])).rejects.toThrow(/neither data nor sealed data/);
+    await expect(ingest([bare, { ...bare }])).rejects.toThrow(/neither data nor sealed data/);
+    expect(await queue(clean.installationId)).toEqual([]);
   });
 
   it('fails loudly, never silently, when an append finds no installation', async () => {

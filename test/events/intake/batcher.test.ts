@@ -44,6 +44,21 @@ function counting(sql: Sql): { sql: Sql; statements: () => number } {
   return { sql: wrapped, statements: () => statements };
 }
 
+/** The batcher's SQL, keeping the text of what each statement is sent. */
+function recording(sql: Sql): { sql: Sql; sent: string[] } {
+  const sent: string[] = [];
+  const wrapped = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    sent.push(values.map(String).join(''));
+    return (sql as unknown as (s: TemplateStringsArray, ...v: unknown[]) => unknown)(strings, ...values);
+  }) as unknown as Sql;
+  return { sql: wrapped, sent };
+}
+
+/** A message as a sealing broker writes it: any bytes do as sealed data here (the database never opens them). */
+function sealedMessage(trigger: TestTrigger, data: Record<string, unknown>, dataForFilterOnly = true): TriggerMessageInput {
+  return message(trigger, { dataJson: JSON.stringify(data), sealed: Buffer.from('sealed').toString('base64'), dataForFilterOnly });
+}
+
 describe('ingest group commit', () => {
   it('writes messages that arrive while others commit together, in fewer transactions', async () => {
     const triggers = await Promise.all(Array.from({ length: 5 }, () => installationWithTrigger(database)));
@@ -125,6 +140,54 @@ describe('ingest group commit', () => {
     expect(results[5]!.status).toBe('rejected');
     expect(await countEvents(database, trigger.installationId)).toBe(10);
     expect(logs.text).toContain('writing its messages one by one');
+  });
+
+  it('sends a sealed message’s clear data only where the database must read it, in the next transaction', async () => {
+    const [plain, filtered] = await Promise.all([
+      installationWithTrigger(database),
+      installationWithTrigger(database, { filter: { label: 'bug' } }),
+    ]);
+    const { sql, sent } = recording(database.sql);
+    const batcher = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+    const rows = await Promise.all([
+      batcher.write(sealedMessage(plain, { note: 'first-alone' })),
+      batcher.write(sealedMessage(plain, { note: 'unfiltered-secret' })),
+      batcher.write(sealedMessage(filtered, { label: 'bug', note: 'matching-secret' })),
+      batcher.write(sealedMessage(filtered, { label: 'feature', note: 'other-secret' })),
+      // Its numbers must be parsed by Postgres, to refuse what jsonb cannot hold.
+      batcher.write(sealedMessage(plain, { note: 'checked-secret' }, false)),
+    ]);
+    expect(rows.map((r) => r.outcome)).toEqual(['accepted', 'accepted', 'accepted', 'filtered', 'accepted']);
+    // The first alone, the rest together, then the two the filter reads, with their data.
+    expect(sent).toHaveLength(3);
+    const times = (text: string) => sent.filter((statement) => statement.includes(text)).length;
+    expect([times('first-alone'), times('unfiltered-secret')]).toEqual([0, 0]);
+    expect([times('matching-secret'), times('other-secret'), times('checked-secret')]).toEqual([1, 1, 1]);
+    expect(sent[2]).toContain('matching-secret');
+    expect(await countEvents(database, plain.installationId)).toBe(3);
+    expect(await countEvents(database, filtered.installationId)).toBe(1);
+    // The message answered needs_data was counted once, when it was kept.
+    const [usage] = await database.sql<{ kept: number }[]>`select kept from daily_usage where installation_id = ${filtered.installationId}`;
+    expect(usage!.kept).toBe(1);
+  });
+
+  it('sends a sealed message’s clear data again where the database asks, on the one-at-a-time path too', async () => {
+    const filtered = await installationWithTrigger(database, { filter: { label: 'bug' } });
+    const { sql, sent } = recording(database.sql);
+    const batcher = new IngestBatcher(sql, createLogger('silent'), { maxInFlight: 1, maxBatch: 50 });
+    const [first, matching, bad, other] = await Promise.allSettled([
+      batcher.write(sealedMessage(filtered, { label: 'bug', note: 'first-alone' })),
+      batcher.write(sealedMessage(filtered, { label: 'bug', note: 'matching-secret' })),
+      // Fails the batch, so each of its messages goes alone.
+      batcher.write(message(filtered, { dataJson: '{"unfinished":' })),
+      batcher.write(sealedMessage(filtered, { label: 'feature', note: 'other-secret' })),
+    ]);
+    expect([first, matching, other].map((r) => r.status === 'fulfilled' && r.value.outcome)).toEqual(['accepted', 'accepted', 'filtered']);
+    expect(bad.status).toBe('rejected');
+    const times = (text: string) => sent.filter((statement) => statement.includes(text)).length;
+    // Sent without their data in the batch that failed and in their own first transaction, then once with it.
+    expect([times('matching-secret'), times('other-secret')]).toEqual([1, 1]);
+    expect(await countEvents(database, filtered.installationId)).toBe(2);
   });
 
   it('refuses a batch, and every message waiting behind it, at once when the database cannot serve', async () => {
