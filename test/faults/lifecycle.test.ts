@@ -244,7 +244,9 @@ describe.concurrent('npm start', () => {
       expect(alive(postgres), 'its Postgres is gone').toBe(false);
       expect(postmasterPid(dataDir), 'postmaster.pid removed').toBeNull();
       expect(broker.output()).toContain('"msg":"embedded Postgres stopped"');
-      expect(broker.output()).not.toContain('starting it again');
+      // Postgres may see its signal before the broker sees its own, and say it waits (a warning
+      // that names what happens unless the broker stops); nothing starts it again either way.
+      expect(broker.output()).not.toMatch(/"msg":"embedded Postgres (shut down as it was asked|exited unexpectedly); starting it again"/);
     }, 120_000);
   }
 });
