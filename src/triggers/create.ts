@@ -11,6 +11,7 @@ import {
 import type { Db } from '../db/database.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { checkedComposioTriggerConfig } from './composio-config.js';
+import { duplicateTrigger } from './errors.js';
 import type { CreateTriggerInput } from './input.js';
 import {
   accountLabel,
@@ -177,10 +178,7 @@ async function settleWithHolder(
   }
   // Composio keeps one trigger per account and configuration, and the broker one automation per trigger.
   const which = holder.installationId === owner.id ? `automation ${holder.automationId}` : 'another automation';
-  throw conflict(
-    `${which} already has this trigger on this account with the same filter and config; change the filter or config, or reuse that automation`,
-    'trigger_duplicate',
-  );
+  throw duplicateTrigger(which, input.toolkit, 'this account');
 }
 
 /**

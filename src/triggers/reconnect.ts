@@ -3,7 +3,7 @@ import { isComposioNotFound } from '../composio/index.js';
 import { conflict } from '../errors.js';
 import { composioTriggerConfig } from './composio-config.js';
 import { fullAccount, MAX_TRIGGERS_PER_ACCOUNT, ownedAccount, refuseFullAccount, type TriggerDeps, type TriggerOwner } from './create.js';
-import { triggerNotFound } from './errors.js';
+import { duplicateTrigger, triggerNotFound } from './errors.js';
 import { getTrigger } from './list.js';
 import { accountLabel, findTrigger, findTriggerByComposioId, moveTriggerRow, moveTriggerRowWithinCap } from './store.js';
 import type { TriggerRow, TriggerView } from './view.js';
@@ -115,7 +115,7 @@ export async function rebindTrigger(
   const outcome = await moveTriggerToAccount(deps, owner, row, account, MAX_TRIGGERS_PER_ACCOUNT);
   if (!outcome.moved && outcome.reason === 'full') throw fullAccount(account.id);
   if (!outcome.moved && outcome.reason === 'duplicate') {
-    throw conflict('another automation already has this trigger on that account with the same filter and config', 'trigger_duplicate');
+    throw duplicateTrigger('another automation', row.toolkit, 'that account');
   }
   if (!outcome.moved) throw conflict('this trigger was changed by another request at the same time; try again', 'concurrent_change');
   return getTrigger(deps.db, owner.id, id, day);

@@ -91,7 +91,7 @@ export const create = {
   tags: ['triggers'],
   summary: "Create an automation's trigger",
   description:
-    "The account must be one of this installation's (checked with Composio), else `404`. The trigger is created on Composio, then stored. The same body again for the same `automationId` answers the stored trigger (`200`) without calling Composio; a different body is `409 automation_conflict`. Composio keeps one trigger per account and configuration, so a second automation with exactly the same trigger is `409 trigger_duplicate`.",
+    "The account must be one of this installation's (checked with Composio), else `404`. The trigger is created on Composio, then stored. The same body again for the same `automationId` answers the stored trigger (`200`) without calling Composio; a different body is `409 automation_conflict`. Composio keeps one trigger per account and configuration, so a second automation with exactly the same trigger is `409 trigger_duplicate`: for Gmail the filter is part of that configuration (it becomes the search); for any other app it is the broker's, and another filter with the same config is the same trigger.",
   security: installationToken,
   body: NewTrigger,
   response: {

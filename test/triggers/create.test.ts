@@ -294,6 +294,21 @@ describe('a second automation with exactly the same trigger', () => {
     expect(composioTrigger(world, row!.composioTriggerId)?.disabled_at).toEqual(expect.any(String));
     expect(await storedTrigger(world, first.json().id)).toMatchObject({ enabled: false });
   });
+
+  it('is the same config on another app, whatever the filter: the broker applies that filter, so it makes no other trigger', async () => {
+    const a = await installationWithAccount(world, 'github');
+    const first = await createTrigger(world, a, githubCommitBody(a.accountId, { automationId: 'fixes', filter: { message: 'fix' } }));
+    expect(first.statusCode).toBe(201);
+    const second = await createTrigger(world, a, githubCommitBody(a.accountId, { automationId: 'crashes', filter: { message: 'crash' } }));
+    expect(second.statusCode).toBe(409);
+    const { error, code } = second.json();
+    expect(code).toBe('trigger_duplicate');
+    // It says what would make another trigger (another config), not a filter that would not.
+    expect(error).toContain('automation fixes already has this trigger on this account with the same config');
+    expect(error).toContain('change the config, or reuse that automation');
+    expect(error).not.toContain('change the filter');
+    expect(await storedTrigger(world, first.json().id)).toMatchObject({ automationId: 'fixes', filter: { message: 'fix' } });
+  });
 });
 
 describe('the connected account', () => {
