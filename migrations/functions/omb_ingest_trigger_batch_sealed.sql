@@ -13,7 +13,8 @@
 --   together: one omb_append_events_sealed and one omb_count_kept_events, whatever their number;
 -- - every other message goes through omb_ingest_trigger_alone_sealed one at a time, exactly as it
 --   would alone, in the order of its installation's id and, within an installation, in batch order.
--- Either way an installation's messages are appended in the order they came.
+-- Either way an installation's messages are appended in the order they came (one answered
+-- `needs_data` comes again, with its data, in a later batch: after those of this one).
 --
 -- p_messages: [{eventId, triggerId, userId, payload, sealed, receivedAt, day, resetsAt,
 -- quotaEventId, quotaStandard, quotaPaid}, …] (the arguments of omb_ingest_trigger_alone_sealed).

@@ -172,7 +172,7 @@ describe('the built entry points, run as the image runs them', () => {
       expect(health.status).toBe(200);
       expect((await fetch(`${url}/openapi.yaml`)).status).toBe(200);
     } finally {
-      expect(await stop(broker)).toBe(0);
+      expect(await stop(broker), broker.output()).toBe(0);
     }
   }, 150_000);
 
@@ -184,7 +184,7 @@ describe('the built entry points, run as the image runs them', () => {
       expect((await fetch(`${url}/health`)).status).toBe(200);
       expect(broker.output()).toContain('"database":"embedded"');
     } finally {
-      expect(await stop(broker)).toBe(0);
+      expect(await stop(broker), broker.output()).toBe(0);
     }
   }, 150_000);
 
