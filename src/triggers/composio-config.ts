@@ -18,6 +18,14 @@ const MAX_POLL_INTERVAL_MINUTES = 24 * 60;
 type ConfigInput = { readonly toolkit: string; readonly filter: Record<string, string>; readonly config: Record<string, unknown> };
 
 /**
+ * Whether an app's `filter` is part of the trigger Composio holds: Gmail's becomes its search, so
+ * Gmail leaves other mail out; any other app's is applied by the broker to what arrives.
+ */
+export function filterIsComposioConfig(toolkit: string): boolean {
+  return toolkit === 'gmail';
+}
+
+/**
  * The `trigger_config` sent to Composio: the client's `config`, plus the Gmail search built
  * from `filter`, plus a polling interval no shorter than Composio allows. What is stored and
  * answered stays what the client sent, so a repeated request compares equal without asking
@@ -25,7 +33,7 @@ type ConfigInput = { readonly toolkit: string; readonly filter: Record<string, s
  */
 export function composioTriggerConfig(type: TriggerType, input: ConfigInput): Record<string, unknown> {
   const config: Record<string, unknown> = { ...input.config };
-  if (input.toolkit === 'gmail') {
+  if (filterIsComposioConfig(input.toolkit)) {
     const query = buildGmailQuery(input.filter as GmailFilter);
     if (query !== '') config.query = query;
   }
