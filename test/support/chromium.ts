@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { chmod, link, mkdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -38,8 +38,10 @@ async function chromiumPath(): Promise<string> {
 
 /**
  * @sparticuz/chromium ships the browser Brotli-compressed in its npm tarball. It is unpacked once
- * per version into node_modules/.cache, under a name of this process's own first and then renamed,
- * so browser tests starting side by side never launch a half-written binary.
+ * per version into node_modules/.cache, under a name of this process's own first, then linked to
+ * its final name only if no other process got there first: browser tests starting side by side
+ * never launch a half-written binary, and never replace one a running browser still starts its
+ * helper processes from (Chromium re-executes its own file; a rename over it leaves a deleted one).
  */
 async function unpackedChromium(): Promise<string> {
   // The package exports only its entry (build/cjs/index.cjs), two folders below its root.
@@ -54,7 +56,9 @@ async function unpackedChromium(): Promise<string> {
     const compressed = path.join(packageRoot, 'bin', 'chromium.br');
     await pipeline(createReadStream(compressed), createBrotliDecompress(), createWriteStream(partial));
     await chmod(partial, 0o755);
-    await rename(partial, target);
+    await link(partial, target).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EEXIST') throw error;
+    });
   } finally {
     await rm(partial, { force: true });
   }
