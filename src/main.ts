@@ -14,6 +14,7 @@ import { applyMigrations, MigrationError } from './db/migrate.js';
 import { refusedStartupParameter, SessionNotKept } from './db/session-check.js';
 import { startRetentionJob } from './events/retention/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
+import { listenOn, PortInUseError } from './http/listen.js';
 import { createLogger } from './logger.js';
 import { composioCallRecorder, createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/routes.js';
@@ -180,13 +181,11 @@ async function main(): Promise<void> {
     const parentWatch = watchParent(logger, grace.close);
     closers.push(async () => clearInterval(parentWatch));
 
-    const url = await app.listen({ port: config.port, host: config.host }).catch((error: unknown) => {
-      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
-      // Not a crash, but said as what to change; 1, as another process may let the port go.
-      process.stderr.write(
-        `omb-broker: PORT ${config.port} on HOST ${config.host} is in use by another process; set PORT to a free port\n`,
-      );
-      throw error;
+    const url = await listenOn(app, {
+      port: config.port,
+      host: config.host,
+      logger,
+      ...(composio.choosePortAgain ? { choosePortAgain: composio.choosePortAgain } : {}),
     });
     logger.info({ url, database: embedded ? 'embedded' : 'DATABASE_URL', pid: process.pid }, 'broker listening');
   } catch (error) {
@@ -212,6 +211,12 @@ async function main(): Promise<void> {
       process.stderr.write(`omb-broker: ${message}\n`);
       logger.fatal({ err: error }, 'the database URL leads to a transaction pooler');
       process.exit(78);
+    }
+    if (error instanceof PortInUseError) {
+      // Not a crash, but said as what to change; 1, as another process may let the port go.
+      process.stderr.write(`omb-broker: ${error.message}\n`);
+      logger.fatal({ err: error }, 'the broker could not listen');
+      process.exit(1);
     }
     if (error instanceof MigrationError) {
       // A lock the migrations could not get while other processes served: 1, so a supervisor tries again.
@@ -300,7 +305,7 @@ async function connectComposio(
   metrics: Metrics,
   closers: Array<() => Promise<unknown>>,
   database: Database,
-): Promise<{ config: Config; gateway: ComposioGateway }> {
+): Promise<{ config: Config; gateway: ComposioGateway; choosePortAgain?: () => Promise<number> }> {
   const onCall = composioCallRecorder(metrics);
   // The budget lives in the database: every process on the project draws from the same one.
   const gatewayFor = (c: Config) => gatewayForProject({ ...c.composio, apiKey: c.composio.apiKey! }, logger, onCall, database.sql);
@@ -309,12 +314,13 @@ async function connectComposio(
   // The simulator must know the broker's webhook URL before the broker listens.
   const port = config.port === 0 ? await freePort() : config.port;
   const host = ['0.0.0.0', '::', ''].includes(config.host) ? '127.0.0.1' : config.host;
-  const publicUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const webhookUrl = (on: number) =>
+    `${config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${on}`}/v1/webhooks/composio`;
   const sandbox = await startSandbox({
     logger,
     sql: database.sql,
     describeTriggers: (ids) => ownersOf(database, ids),
-    brokerWebhookUrl: `${publicUrl}/v1/webhooks/composio`,
+    brokerWebhookUrl: webhookUrl(port),
     port: config.composio.sandboxPort,
     host: config.composio.sandboxHost,
   });
@@ -331,7 +337,13 @@ async function connectComposio(
       webhookSecrets: Object.freeze([sandbox.webhookSecret]),
     }),
   });
-  return { config: sandboxConfig, gateway: gatewayFor(sandboxConfig) };
+  // A port chosen here may be taken by another process before the broker listens (http/listen.ts).
+  const choosePortAgain = async () => {
+    const next = await freePort();
+    await sandbox.deliverTo(webhookUrl(next));
+    return next;
+  };
+  return { config: sandboxConfig, gateway: gatewayFor(sandboxConfig), ...(config.port === 0 ? { choosePortAgain } : {}) };
 }
 
 /** For the sandbox simulator's page: whose each Composio trigger is, as the webhooks route them. */

@@ -23,6 +23,11 @@ export interface Sandbox {
   readonly restored: boolean;
   /** One clear banner saying that this is the sandbox, and where its pages are. */
   readonly bannerLines: string[];
+  /**
+   * Points the webhook subscription at another address of the broker's (the port it chose was
+   * taken before it could listen). The signing secret stays the same.
+   */
+  deliverTo(brokerWebhookUrl: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -94,6 +99,9 @@ export async function startSandbox(options: {
         'Set COMPOSIO_API_KEY and COMPOSIO_WEBHOOK_SECRET to use the real Composio.',
         rule,
       ],
+      async deliverTo(brokerWebhookUrl) {
+        await gateway.setWebhookSubscription(brokerWebhookUrl);
+      },
       close: () => simulator.close(),
     };
   } catch (error) {

@@ -4,7 +4,7 @@ import { createComposioGateway, verifyWebhookSignature } from '../../src/composi
 import { type Sandbox, startSandbox } from '../../src/sim/index.js';
 import { silentLogger } from '../composio/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startReceiver } from './receiver.js';
+import { type Received, startReceiver } from './receiver.js';
 
 /** Sandbox mode: simulator, generated key, subscription made through the adapter, banner, kept world. */
 
@@ -29,6 +29,21 @@ afterEach(async () => {
 
 const start = (options: { brokerWebhookUrl: string; port?: number }) => startSandbox({ logger: silentLogger, sql: db.sql, ...options });
 
+/** A gateway on the sandbox's simulator, as the broker makes one. */
+const gatewayOn = (running: Sandbox) =>
+  createComposioGateway({ apiKey: running.apiKey, baseUrl: running.baseUrl, callsPerMinute: 600, timeoutMs: 2_000, logger: silentLogger });
+
+/** Whether a delivery the receiver got is signed with `secret`, as the broker checks it. */
+const signedWith = (delivery: Received | undefined, secret: string) =>
+  verifyWebhookSignature({
+    id: delivery?.headers['webhook-id'] as string,
+    timestamp: delivery?.headers['webhook-timestamp'] as string,
+    signatureHeader: delivery?.headers['webhook-signature'] as string,
+    rawBody: delivery?.body ?? '',
+    secrets: [secret],
+    nowSeconds: Math.floor(Date.now() / 1000),
+  });
+
 describe('startSandbox', () => {
   it('registers the broker’s webhook URL and hands back the secret the simulator signs with', async () => {
     receiver = await startReceiver();
@@ -44,28 +59,36 @@ describe('startSandbox', () => {
     ]);
 
     // A person connects Gmail in the sandbox; the expiry event verifies with the sandbox secret.
-    const gateway = createComposioGateway({
-      apiKey: sandbox.apiKey,
-      baseUrl: sandbox.baseUrl,
-      callsPerMinute: 600,
-      timeoutMs: 2_000,
-      logger: silentLogger,
-    });
+    const gateway = gatewayOn(sandbox);
     const session = await gateway.createSession('omb_sandbox');
     const link = await gateway.createLink(session.sessionId, 'gmail', { alias: 'work' });
     sandbox.simulator.controls.authorizeLink(new URL(link.url).pathname.split('/').pop() ?? '');
     await sandbox.simulator.controls.expireAccount(link.connectedAccountId);
     const delivery = receiver.received[0];
-    expect(
-      verifyWebhookSignature({
-        id: delivery?.headers['webhook-id'] as string,
-        timestamp: delivery?.headers['webhook-timestamp'] as string,
-        signatureHeader: delivery?.headers['webhook-signature'] as string,
-        rawBody: delivery?.body ?? '',
-        secrets: [sandbox.webhookSecret],
-        nowSeconds: Math.floor(Date.now() / 1000),
-      }),
-    ).toEqual({ ok: true });
+    expect(signedWith(delivery, sandbox.webhookSecret)).toEqual({ ok: true });
+  });
+
+  it('points its webhooks at the broker’s new address when the broker moved, signing with the same secret', async () => {
+    const before = await startReceiver();
+    receiver = await startReceiver();
+    try {
+      sandbox = await start({ brokerWebhookUrl: before.url });
+      const secret = sandbox.webhookSecret;
+      await sandbox.deliverTo(receiver.url);
+      expect(sandbox.simulator.controls.state().webhookSubscriptions).toMatchObject([{ webhookUrl: receiver.url }]);
+      expect(sandbox.simulator.controls.webhookSecret(sandbox.simulator.controls.state().webhookSubscriptions[0]!.id)).toBe(secret);
+
+      const gateway = gatewayOn(sandbox);
+      const session = await gateway.createSession('omb_sandbox_moved');
+      const link = await gateway.createLink(session.sessionId, 'gmail', {});
+      sandbox.simulator.controls.authorizeLink(new URL(link.url).pathname.split('/').pop() ?? '');
+      await sandbox.simulator.controls.expireAccount(link.connectedAccountId);
+      expect(before.received).toEqual([]);
+      const delivery = receiver.received[0];
+      expect(signedWith(delivery, secret)).toEqual({ ok: true });
+    } finally {
+      await before.close();
+    }
   });
 
   it('prints one banner naming sandbox mode, the simulator and its controls', async () => {
@@ -92,14 +115,7 @@ describe('the sandbox remembers', () => {
     const port = await freePort();
     sandbox = await start({ brokerWebhookUrl: receiver.url, port });
     expect(sandbox.restored).toBe(false);
-    const gateway = () =>
-      createComposioGateway({
-        apiKey: sandbox!.apiKey,
-        baseUrl: sandbox!.baseUrl,
-        callsPerMinute: 600,
-        timeoutMs: 2_000,
-        logger: silentLogger,
-      });
+    const gateway = () => gatewayOn(sandbox!);
     const session = await gateway().createSession('omb_remember');
     const work = await gateway().createLink(session.sessionId, 'gmail', { alias: 'work' });
     sandbox.simulator.controls.authorizeLink(new URL(work.url).pathname.split('/').pop() ?? '');
@@ -139,16 +155,7 @@ describe('the sandbox remembers', () => {
     });
     expect(delivery.ok).toBe(true);
     const received = receiver.received.at(-1);
-    expect(
-      verifyWebhookSignature({
-        id: received?.headers['webhook-id'] as string,
-        timestamp: received?.headers['webhook-timestamp'] as string,
-        signatureHeader: received?.headers['webhook-signature'] as string,
-        rawBody: received?.body ?? '',
-        secrets: [webhookSecret],
-        nowSeconds: Math.floor(Date.now() / 1000),
-      }),
-    ).toEqual({ ok: true });
+    expect(signedWith(received, webhookSecret)).toEqual({ ok: true });
   });
 });
 

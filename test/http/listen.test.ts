@@ -1,0 +1,92 @@
+import { createServer, type Server } from 'node:net';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/db/embedded.js';
+import { CHOSEN_PORT_ATTEMPTS, listenOn, PortInUseError } from '../../src/http/listen.js';
+import { createLogger } from '../../src/logger.js';
+import { LogCapture } from '../support/app.js';
+
+/** Another process's server: a port of this one's taken. */
+async function taken(): Promise<{ port: number; server: Server }> {
+  const port = await freePort();
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  return { port, server };
+}
+
+const servers: Server[] = [];
+const apps: FastifyInstance[] = [];
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((app) => app.close()));
+  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+});
+
+async function app(): Promise<FastifyInstance> {
+  const made = Fastify();
+  made.get('/', async () => ({ here: true }));
+  apps.push(made);
+  return made;
+}
+
+async function occupied(): Promise<number> {
+  const { port, server } = await taken();
+  servers.push(server);
+  return port;
+}
+
+describe('listening', () => {
+  it('moves from a port it chose that another process took first to another one, and says so', async () => {
+    const first = await occupied();
+    const second = await occupied();
+    const free = await freePort();
+    const logs = new LogCapture();
+    const offered = [second, free];
+    const url = await listenOn(await app(), {
+      port: first,
+      host: '127.0.0.1',
+      logger: createLogger('info', logs),
+      choosePortAgain: async () => offered.shift()!,
+    });
+    expect(url).toBe(`http://127.0.0.1:${free}`);
+    expect(offered).toEqual([]);
+    expect(await (await fetch(url)).json()).toEqual({ here: true });
+    const warnings = logs.lines.map((line) => JSON.parse(line)).filter((line) => line.level === 40);
+    expect(warnings).toMatchObject([
+      { port: first, next: second, attempt: 1, msg: 'the port chosen for the broker was taken before it listened; trying another' },
+      { port: second, next: free, attempt: 2 },
+    ]);
+  });
+
+  it('refuses a port the operator set that is in use, saying what to change, without trying another', async () => {
+    const port = await occupied();
+    const server = await app();
+    const error = await listenOn(server, { port, host: '127.0.0.1', logger: createLogger('silent') }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PortInUseError);
+    expect((error as Error).message).toBe(`PORT ${port} on HOST 127.0.0.1 is in use by another process; set PORT to a free port`);
+    expect(server.server.listening).toBe(false);
+  });
+
+  it(`gives up after ${CHOSEN_PORT_ATTEMPTS} ports it chose were all taken first`, async () => {
+    let asked = 0;
+    const first = await occupied();
+    const server = await app();
+    const error = await listenOn(server, {
+      port: first,
+      host: '127.0.0.1',
+      logger: createLogger('silent'),
+      choosePortAgain: async () => {
+        asked += 1;
+        return occupied();
+      },
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PortInUseError);
+    expect((error as Error).message).toBe(
+      `each of the ${CHOSEN_PORT_ATTEMPTS} ports chosen for PORT=0 on HOST 127.0.0.1 was taken by another process before the broker could listen; set PORT to a free port`,
+    );
+    expect(asked).toBe(CHOSEN_PORT_ATTEMPTS - 1);
+    expect(server.server.listening).toBe(false);
+  });
+});
