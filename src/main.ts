@@ -111,7 +111,7 @@ async function main(): Promise<void> {
         sources: { longPollsWaiting: () => events.hub.size, knownInstallations: () => events.installations.size },
       });
       closers.push(() => closeServer(metricsServer, config.shutdownGraceMs, logger));
-      logger.info({ url: `http://${config.metrics.host}:${config.metrics.port}/metrics` }, 'metrics listening');
+      logger.info({ url: `${metricsServer.listeningOrigin}/metrics` }, 'metrics listening');
     }
     const retention = startRetentionJob({ sql: database.sql, clock: systemClock, logger, retentionDays: config.events.retentionDays });
     closers.push(() => retention.stop());
@@ -184,8 +184,7 @@ async function main(): Promise<void> {
     const url = await listenOn(app, {
       port: config.port,
       host: config.host,
-      logger,
-      ...(composio.choosePortAgain ? { choosePortAgain: composio.choosePortAgain } : {}),
+      ...(composio.choosePortAgain ? { choosePortAgain: { next: composio.choosePortAgain, logger } } : {}),
     });
     logger.info({ url, database: embedded ? 'embedded' : 'DATABASE_URL', pid: process.pid }, 'broker listening');
   } catch (error) {

@@ -75,7 +75,11 @@ describe('the broker over real HTTP, started as `npm start` starts it', () => {
       await admin.end();
     });
     const url = withDatabase(adminUrl, name);
-    const [a, b] = await Promise.all([startBroker({ DATABASE_URL: url }), startBroker({ DATABASE_URL: url })]);
+    // One of them also serves /metrics on a private address, its port chosen by the system.
+    const [a, b] = await Promise.all([
+      startBroker({ DATABASE_URL: url }),
+      startBroker({ DATABASE_URL: url, METRICS_HOST: '127.0.0.1', METRICS_PORT: '0' }),
+    ]);
     cleanups.push(
       () => a.stop(),
       () => b.stop(),
@@ -85,6 +89,10 @@ describe('the broker over real HTTP, started as `npm start` starts it', () => {
       await fetch(`${a.url}/v1/installations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
     );
     expect((await fetch(`${b.url}/v1/me`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    // The address it logs is the one it listens on.
+    const metricsUrl = /"url":"(http:\/\/127\.0\.0\.1:\d+\/metrics)","msg":"metrics listening"/.exec(b.output())?.[1];
+    expect(metricsUrl, b.output()).not.toMatch(/:0\/metrics$/);
+    expect((await fetch(metricsUrl!)).status).toBe(200);
 
     const db = postgres(url, { max: 1, onnotice: () => {} });
     const applied = await db`select count(*)::int as n from drizzle.__drizzle_migrations`;

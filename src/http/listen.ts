@@ -7,13 +7,14 @@ export const CHOSEN_PORT_ATTEMPTS = 5;
 export interface ListenOptions {
   readonly port: number;
   readonly host: string;
-  readonly logger: Logger;
+  /** The settings the port and host come from, named when the port is in use; `PORT` and `HOST` by default. */
+  readonly settings?: { readonly port: string; readonly host: string };
   /**
    * Present when the broker chose `port` itself (`PORT=0` in sandbox mode, where the simulator
    * must know the broker's address before the broker listens): names another free port, having
-   * done what the move needs (the simulator's webhooks pointed at it).
+   * done what the move needs (the simulator's webhooks pointed at it); each move is logged.
    */
-  readonly choosePortAgain?: () => Promise<number>;
+  readonly choosePortAgain?: { readonly next: () => Promise<number>; readonly logger: Logger };
 }
 
 /**
@@ -23,26 +24,29 @@ export interface ListenOptions {
  * use is refused at once (`PortInUseError`, which says what to change).
  */
 export async function listenOn(app: FastifyInstance, options: ListenOptions): Promise<string> {
+  const settings = options.settings ?? { port: 'PORT', host: 'HOST' };
+  const again = options.choosePortAgain;
   let port = options.port;
   for (let attempt = 1; ; attempt++) {
     try {
       return await app.listen({ port, host: options.host });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
-      if (!options.choosePortAgain) {
-        throw new PortInUseError(`PORT ${port} on HOST ${options.host} is in use by another process; set PORT to a free port`, {
-          cause: error,
-        });
+      if (!again) {
+        throw new PortInUseError(
+          `${settings.port} ${port} on ${settings.host} ${options.host} is in use by another process; set ${settings.port} to a free port`,
+          { cause: error },
+        );
       }
       if (attempt >= CHOSEN_PORT_ATTEMPTS) {
         throw new PortInUseError(
-          `each of the ${attempt} ports chosen for PORT=0 on HOST ${options.host} was taken by another process before the broker could listen; set PORT to a free port`,
+          `each of the ${attempt} ports chosen for ${settings.port}=0 on ${settings.host} ${options.host} was taken by another process before the broker could listen; set ${settings.port} to a free port`,
           { cause: error },
         );
       }
       const taken = port;
-      port = await options.choosePortAgain();
-      options.logger.warn(
+      port = await again.next();
+      again.logger.warn(
         { port: taken, next: port, attempt },
         'the port chosen for the broker was taken before it listened; trying another',
       );

@@ -5,6 +5,7 @@ import type { Db, Sql } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { oldestUnacknowledgedAge, queueBacklog } from '../events/queue/queue.js';
 import { bearerToken } from '../http/authenticate.js';
+import { listenOn } from '../http/listen.js';
 import { refusal } from '../http/responses.js';
 import { countActiveTriggers } from '../triggers/store.js';
 import type { Metrics } from './metrics.js';
@@ -103,6 +104,6 @@ export async function startMetricsServer(
   server.get('/metrics', async (_request, reply) =>
     reply.type(options.metrics.registry.contentType).send(await scrape(options, options.metrics, options.sources)),
   );
-  await server.listen({ host: options.host, port: options.port });
+  await listenOn(server, { host: options.host, port: options.port, settings: { port: 'METRICS_PORT', host: 'METRICS_HOST' } });
   return server;
 }

@@ -47,8 +47,7 @@ describe('listening', () => {
     const url = await listenOn(await app(), {
       port: first,
       host: '127.0.0.1',
-      logger: createLogger('info', logs),
-      choosePortAgain: async () => offered.shift()!,
+      choosePortAgain: { next: async () => offered.shift()!, logger: createLogger('info', logs) },
     });
     expect(url).toBe(`http://127.0.0.1:${free}`);
     expect(offered).toEqual([]);
@@ -63,7 +62,7 @@ describe('listening', () => {
   it('refuses a port the operator set that is in use, saying what to change, without trying another', async () => {
     const port = await occupied();
     const server = await app();
-    const error = await listenOn(server, { port, host: '127.0.0.1', logger: createLogger('silent') }).catch((e: unknown) => e);
+    const error = await listenOn(server, { port, host: '127.0.0.1' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PortInUseError);
     expect((error as Error).message).toBe(`PORT ${port} on HOST 127.0.0.1 is in use by another process; set PORT to a free port`);
     expect(server.server.listening).toBe(false);
@@ -76,10 +75,12 @@ describe('listening', () => {
     const error = await listenOn(server, {
       port: first,
       host: '127.0.0.1',
-      logger: createLogger('silent'),
-      choosePortAgain: async () => {
-        asked += 1;
-        return occupied();
+      choosePortAgain: {
+        next: async () => {
+          asked += 1;
+          return occupied();
+        },
+        logger: createLogger('silent'),
       },
     }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PortInUseError);
@@ -88,5 +89,17 @@ describe('listening', () => {
     );
     expect(asked).toBe(CHOSEN_PORT_ATTEMPTS - 1);
     expect(server.server.listening).toBe(false);
+  });
+
+  it('names the settings the port and host came from', async () => {
+    const port = await occupied();
+    const error = await listenOn(await app(), {
+      port,
+      host: '127.0.0.1',
+      settings: { port: 'METRICS_PORT', host: 'METRICS_HOST' },
+    }).catch((e: unknown) => e);
+    expect((error as Error).message).toBe(
+      `METRICS_PORT ${port} on METRICS_HOST 127.0.0.1 is in use by another process; set METRICS_PORT to a free port`,
+    );
   });
 });
