@@ -14,7 +14,7 @@ import { applyMigrations, MigrationError } from './db/migrate.js';
 import { refusedStartupParameter, SessionNotKept } from './db/session-check.js';
 import { startRetentionJob } from './events/retention/retention.js';
 import { createEventsRuntime } from './events/runtime.js';
-import { listenOn, PortInUseError } from './http/listen.js';
+import { ListenError, listenOn } from './http/listen.js';
 import { createLogger } from './logger.js';
 import { composioCallRecorder, createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/routes.js';
@@ -211,8 +211,9 @@ async function main(): Promise<void> {
       logger.fatal({ err: error }, 'the database URL leads to a transaction pooler');
       process.exit(78);
     }
-    if (error instanceof PortInUseError) {
-      // Not a crash, but said as what to change; 1, as another process may let the port go.
+    if (error instanceof ListenError) {
+      // Not a crash, but said as what to change; 1, as another process may let the port go, or
+      // the address come up.
       process.stderr.write(`omb-broker: ${error.message}\n`);
       logger.fatal({ err: error }, 'the broker could not listen');
       process.exit(1);

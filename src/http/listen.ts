@@ -21,7 +21,8 @@ export interface ListenOptions {
  * The broker's server listening, its address answered. Another process may take a port the
  * broker chose itself between the choice and the listen: the broker then moves to another, a few
  * times at most, as the embedded Postgres does with its own. A port the operator set that is in
- * use is refused at once (`PortInUseError`, which says what to change).
+ * use, or a host that is not this machine's, is refused at once (`ListenError`, which says what to
+ * change).
  */
 export async function listenOn(app: FastifyInstance, options: ListenOptions): Promise<string> {
   const settings = options.settings ?? { port: 'PORT', host: 'HOST' };
@@ -31,15 +32,21 @@ export async function listenOn(app: FastifyInstance, options: ListenOptions): Pr
     try {
       return await app.listen({ port, host: options.host });
     } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EADDRNOTAVAIL') {
+        throw new ListenError(
+          `${settings.host} ${options.host} is not an address of this machine (or not yet); set ${settings.host} to one of its addresses, or 0.0.0.0 for all`,
+          { cause: error },
+        );
+      }
       if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
       if (!again) {
-        throw new PortInUseError(
+        throw new ListenError(
           `${settings.port} ${port} on ${settings.host} ${options.host} is in use by another process; set ${settings.port} to a free port`,
           { cause: error },
         );
       }
       if (attempt >= CHOSEN_PORT_ATTEMPTS) {
-        throw new PortInUseError(
+        throw new ListenError(
           `each of the ${attempt} ports chosen for ${settings.port}=0 on ${settings.host} ${options.host} was taken by another process before the broker could listen; set ${settings.port} to a free port`,
           { cause: error },
         );
@@ -54,7 +61,10 @@ export async function listenOn(app: FastifyInstance, options: ListenOptions): Pr
   }
 }
 
-/** The broker could not listen: its port is another process's. Said as what to change. */
-export class PortInUseError extends Error {
-  override readonly name = 'PortInUseError';
+/**
+ * The broker could not listen where it was told: the port is another process's, or the host is
+ * not (yet) an address of this machine. Said as what to change; either may pass (exit 1).
+ */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
 }

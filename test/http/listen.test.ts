@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/db/embedded.js';
-import { CHOSEN_PORT_ATTEMPTS, listenOn, PortInUseError } from '../../src/http/listen.js';
+import { CHOSEN_PORT_ATTEMPTS, ListenError, listenOn } from '../../src/http/listen.js';
 import { createLogger } from '../../src/logger.js';
 import { LogCapture } from '../support/app.js';
 
@@ -63,7 +63,7 @@ describe('listening', () => {
     const port = await occupied();
     const server = await app();
     const error = await listenOn(server, { port, host: '127.0.0.1' }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(PortInUseError);
+    expect(error).toBeInstanceOf(ListenError);
     expect((error as Error).message).toBe(`PORT ${port} on HOST 127.0.0.1 is in use by another process; set PORT to a free port`);
     expect(server.server.listening).toBe(false);
   });
@@ -83,12 +83,21 @@ describe('listening', () => {
         logger: createLogger('silent'),
       },
     }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(PortInUseError);
+    expect(error).toBeInstanceOf(ListenError);
     expect((error as Error).message).toBe(
       `each of the ${CHOSEN_PORT_ATTEMPTS} ports chosen for PORT=0 on HOST 127.0.0.1 was taken by another process before the broker could listen; set PORT to a free port`,
     );
     expect(asked).toBe(CHOSEN_PORT_ATTEMPTS - 1);
     expect(server.server.listening).toBe(false);
+  });
+
+  it('refuses a host that is not an address of this machine, naming the setting', async () => {
+    // 192.0.2.1: an address kept for documentation, never a machine's.
+    const error = await listenOn(await app(), { port: 0, host: '192.0.2.1' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ListenError);
+    expect((error as Error).message).toBe(
+      'HOST 192.0.2.1 is not an address of this machine (or not yet); set HOST to one of its addresses, or 0.0.0.0 for all',
+    );
   });
 
   it('names the settings the port and host came from', async () => {
