@@ -7,7 +7,7 @@ export const CHOSEN_PORT_ATTEMPTS = 5;
 export interface ListenOptions {
   readonly port: number;
   readonly host: string;
-  /** The settings the port and host come from, named when the port is in use; `PORT` and `HOST` by default. */
+  /** The settings the port and host come from, named when the broker cannot listen; `PORT` and `HOST` by default. */
   readonly settings?: { readonly port: string; readonly host: string };
   /**
    * Present when the broker chose `port` itself (`PORT=0` in sandbox mode, where the simulator
