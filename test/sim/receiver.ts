@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { verifyWebhookSignature } from '../../src/composio/index.js';
 
 export interface Received {
   headers: IncomingHttpHeaders;
@@ -26,4 +27,16 @@ export async function startReceiver(status = 200) {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
   return receiver;
+}
+
+/** Whether a delivery the receiver got is signed with `secret`, as the broker checks it. */
+export function signedWith(delivery: Received | undefined, secret: string) {
+  return verifyWebhookSignature({
+    id: delivery?.headers['webhook-id'] as string,
+    timestamp: delivery?.headers['webhook-timestamp'] as string,
+    signatureHeader: delivery?.headers['webhook-signature'] as string,
+    rawBody: delivery?.body ?? '',
+    secrets: [secret],
+    nowSeconds: Math.floor(Date.now() / 1000),
+  });
 }

@@ -1,10 +1,10 @@
 import { type AddressInfo, createServer } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createComposioGateway, verifyWebhookSignature } from '../../src/composio/index.js';
+import { createComposioGateway } from '../../src/composio/index.js';
 import { type Sandbox, startSandbox } from '../../src/sim/index.js';
 import { silentLogger } from '../composio/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { type Received, startReceiver } from './receiver.js';
+import { signedWith, startReceiver } from './receiver.js';
 
 /** Sandbox mode: simulator, generated key, subscription made through the adapter, banner, kept world. */
 
@@ -32,17 +32,6 @@ const start = (options: { brokerWebhookUrl: string; port?: number }) => startSan
 /** A gateway on the sandbox's simulator, as the broker makes one. */
 const gatewayOn = (running: Sandbox) =>
   createComposioGateway({ apiKey: running.apiKey, baseUrl: running.baseUrl, callsPerMinute: 600, timeoutMs: 2_000, logger: silentLogger });
-
-/** Whether a delivery the receiver got is signed with `secret`, as the broker checks it. */
-const signedWith = (delivery: Received | undefined, secret: string) =>
-  verifyWebhookSignature({
-    id: delivery?.headers['webhook-id'] as string,
-    timestamp: delivery?.headers['webhook-timestamp'] as string,
-    signatureHeader: delivery?.headers['webhook-signature'] as string,
-    rawBody: delivery?.body ?? '',
-    secrets: [secret],
-    nowSeconds: Math.floor(Date.now() / 1000),
-  });
 
 describe('startSandbox', () => {
   it('registers the broker’s webhook URL and hands back the secret the simulator signs with', async () => {
