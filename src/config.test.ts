@@ -57,6 +57,32 @@ describe('loadConfig', () => {
     }
   });
 
+  it('reads a number setting as decimal digits only: an empty value is not 0, nor 0x50 80, and a wrong one is quoted back', () => {
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (error) {
+        if (error instanceof ConfigError) return error.message;
+        throw error;
+      }
+      throw new Error(`${JSON.stringify(env)} was taken`);
+    };
+    // `QUOTA_STANDARD=` in an env file kept no event on the standard plan; `PORT=` listened on a free port.
+    expect(refusal({ QUOTA_STANDARD: '' })).toContain('QUOTA_STANDARD: is empty; leave it unset for its default, or give a whole number');
+    expect(refusal({ PORT: '  ' })).toContain('PORT: is empty');
+    expect(refusal({ METRICS_PORT: '' })).toContain('METRICS_PORT: is empty');
+    expect(refusal({ POLL_MAX_WAIT_SECONDS: '' })).toContain('POLL_MAX_WAIT_SECONDS: is empty');
+    expect(refusal({ PORT: '0x1F90' })).toContain('PORT: must be a whole number in decimal digits, not "0x1F90"');
+    expect(refusal({ SHUTDOWN_GRACE_MS: '1e3' })).toContain('SHUTDOWN_GRACE_MS: must be a whole number in decimal digits, not "1e3"');
+    expect(refusal({ DATABASE_POOL_SIZE: '2.0' })).toContain('not "2.0"');
+    expect(refusal({ PORT: 'x'.repeat(500) })).toContain(`not "${'x'.repeat(40)}"`);
+    expect(refusal({ PORT: '70000' })).toContain('PORT: must be from 0 to 65,535');
+    // One line, the range's, however many digits.
+    expect(refusal({ PORT: '9'.repeat(400) })).toBe('invalid configuration:\n  - PORT: must be from 0 to 65,535');
+    expect(loadConfig({ PORT: ' 8080 ' }).port).toBe(8080);
+    expect(loadConfig({ QUOTA_STANDARD: '0' }).quotas.standard).toBe(0);
+  });
+
   it('takes POLL_MAX_WAIT_SECONDS up to the route’s cap of 25 s', () => {
     expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '25' }).events.pollMaxWaitSeconds).toBe(25);
     expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '5' }).events.pollMaxWaitSeconds).toBe(5);

@@ -9,7 +9,26 @@ import { RESTART_FOR_MS } from './db/embedded.js';
  * reads `process.env`. A wrong value stops the process with a message naming the variable.
  */
 
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/**
+ * A whole number, in decimal digits (spaces around them allowed). Anything else is refused, never
+ * read as `Number()` would read it: an empty value (`PORT=` in an env file) is not 0, and `0x50`
+ * or `1e3` are not 80 or 1000. A number's value is no secret: a wrong one is quoted back.
+ */
+const wholeNumber = z
+  .string()
+  .trim()
+  .regex(/^\d+$/, {
+    error: (issue) =>
+      issue.input === ''
+        ? 'is empty; leave it unset for its default, or give a whole number'
+        : `must be a whole number in decimal digits, not ${JSON.stringify(String(issue.input).slice(0, 40))}`,
+  })
+  // Capped, so that a value of many digits is refused for its range alone (every range here ends far below).
+  .transform((digits) => Math.min(Number(digits), Number.MAX_SAFE_INTEGER));
+const int = (min: number, max: number) => {
+  const range = `must be from ${min.toLocaleString('en-US')} to ${max.toLocaleString('en-US')}`;
+  return wholeNumber.pipe(z.number().int().min(min, range).max(max, range));
+};
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
   .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
@@ -243,11 +262,10 @@ export const EnvSchema = z.object({
   QUOTA_STANDARD: int(0, 10_000_000).default(500).describe('kept events per installation per UTC day on the `standard` plan'),
   QUOTA_PAID: int(0, 10_000_000).default(2000).describe('kept events per installation per UTC day on the `paid` plan'),
   EVENT_RETENTION_DAYS: int(1, 365).default(7).describe('how long queued events are kept'),
-  POLL_MAX_WAIT_SECONDS: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(POLL_WAIT_CAP_SECONDS, `must be at most ${POLL_WAIT_CAP_SECONDS}, the longest wait a poll may ask for`)
+  POLL_MAX_WAIT_SECONDS: wholeNumber
+    .pipe(
+      z.number().int().min(1).max(POLL_WAIT_CAP_SECONDS, `must be at most ${POLL_WAIT_CAP_SECONDS}, the longest wait a poll may ask for`),
+    )
     .default(POLL_WAIT_CAP_SECONDS)
     .describe(
       `the longest a poll is held (a poll may ask for at most ${POLL_WAIT_CAP_SECONDS} s; a larger value stops the broker at start)`,
