@@ -83,6 +83,28 @@ describe('loadConfig', () => {
     expect(loadConfig({ QUOTA_STANDARD: '0' }).quotas.standard).toBe(0);
   });
 
+  it('drops the spaces around an address, a folder, a URL or the issuer, and refuses one that is only spaces', () => {
+    // ` 127.0.0.1 ` was listened on as a host name, and in sandbox mode stopped the broker with
+    // "webhook_url must be a valid URL"; ` ` was a folder named by a space.
+    const config = loadConfig({
+      HOST: ' 127.0.0.1 ',
+      SANDBOX_HOST: '0.0.0.0 ',
+      DATA_DIR: ' /var/lib/omb ',
+      OPERATOR_ISSUER: ' openmausbot-test ',
+      COMPOSIO_BASE_URL: ' https://backend.composio.dev/ ',
+      PUBLIC_URL: ' https://broker.example/ ',
+    });
+    expect(config.host).toBe('127.0.0.1');
+    expect(config.composio.sandboxHost).toBe('0.0.0.0');
+    expect(config.dataDir).toBe('/var/lib/omb');
+    expect(config.operators.issuer).toBe('openmausbot-test');
+    expect(config.composio.baseUrl).toBe('https://backend.composio.dev');
+    expect(config.publicUrl).toBe('https://broker.example');
+    for (const name of ['HOST', 'SANDBOX_HOST', 'DATA_DIR', 'OPERATOR_ISSUER']) {
+      expect(() => loadConfig({ [name]: '  ' })).toThrow(`${name}: is empty; leave it unset for its default, or give a value`);
+    }
+  });
+
   it('takes POLL_MAX_WAIT_SECONDS up to the route’s cap of 25 s', () => {
     expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '25' }).events.pollMaxWaitSeconds).toBe(25);
     expect(loadConfig({ POLL_MAX_WAIT_SECONDS: '5' }).events.pollMaxWaitSeconds).toBe(5);

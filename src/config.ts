@@ -29,6 +29,11 @@ const int = (min: number, max: number) => {
   const range = `must be from ${min.toLocaleString('en-US')} to ${max.toLocaleString('en-US')}`;
   return wholeNumber.pipe(z.number().int().min(min, range).max(max, range));
 };
+/**
+ * Text that must say something: spaces around it are dropped (an address ` 127.0.0.1 ` pasted from
+ * somewhere is `127.0.0.1`), and an empty value is refused rather than used.
+ */
+const text = z.string().trim().min(1, 'is empty; leave it unset for its default, or give a value');
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])
   .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
@@ -39,6 +44,7 @@ const optionalString = z
 
 const httpUrl = z
   .string()
+  .trim()
   .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL')
   .transform((v) => v.replace(/\/+$/, ''));
 
@@ -117,7 +123,7 @@ const trustProxy = z
  */
 export const EnvSchema = z.object({
   PORT: int(0, 65535).default(8787).describe('the port to listen on'),
-  HOST: z.string().min(1).default('127.0.0.1').describe('the address to listen on'),
+  HOST: text.default('127.0.0.1').describe('the address to listen on'),
   PUBLIC_URL: optionalString
     .pipe(httpUrl.optional())
     .describe(
@@ -149,9 +155,7 @@ export const EnvSchema = z.object({
     .describe(
       'the database password, apart from `DATABASE_URL` and `DATABASE_DIRECT_URL` (which then name the user but no password); any character',
     ),
-  DATA_DIR: z
-    .string()
-    .min(1)
+  DATA_DIR: text
     .default('./.data')
     .describe(
       "the embedded database's folder (`/data` in the image); must be writable by the broker's user; one broker at a time (see [One broker per data folder](operating.md#one-broker-per-data-folder)). The operator CLI uses the default only where it already holds a database (see [Which database the CLI uses](operators.md#which-database-the-cli-uses))",
@@ -195,9 +199,7 @@ export const EnvSchema = z.object({
     .describe(
       "how long `/v1/mcp` waits for the MCP server's status and headers (tool calls may take minutes), and for each next piece of a streamed answer; a stream that keeps sending is never cut. In place of `COMPOSIO_TIMEOUT_MS` for the MCP request itself",
     ),
-  SANDBOX_HOST: z
-    .string()
-    .min(1)
+  SANDBOX_HOST: text
     .default('127.0.0.1')
     .describe(
       'where the simulator listens in sandbox mode (`0.0.0.0` in a container whose `SANDBOX_PORT` is published; its links then name `127.0.0.1`)',
@@ -215,7 +217,7 @@ export const EnvSchema = z.object({
   OPERATOR_PUBLIC_KEYS: optionalString.describe(
     'JWKS (JSON) that grants and admin tokens must verify against; read at start, so a change needs a restart (roll the brokers). Unset: grants and admin API refused',
   ),
-  OPERATOR_ISSUER: z.string().min(1).default('openmausbot').describe('the `iss` grants and admin tokens must carry'),
+  OPERATOR_ISSUER: text.default('openmausbot').describe('the `iss` grants and admin tokens must carry'),
   REGISTRATION_MODE: z
     .enum(['open', 'closed'])
     .default('open')
