@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, chown, lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { chmod, chown, type FileHandle, lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Writable } from 'node:stream';
-import { finished, pipeline } from 'node:stream/promises';
+import { Readable, type Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { createGunzip, createGzip } from 'node:zlib';
 import postgres from 'postgres';
@@ -196,9 +196,11 @@ export async function backupDataFolder(options: {
 }): Promise<BackupSummary> {
   const dataDir = path.resolve(options.dataDir);
   const partial = `${options.file}.partial`;
+  // Before the backup begins: a file that cannot be written is said at once, and costs nothing.
+  const handle = await createPartial(options.file, partial);
   const sql = postgres(options.url, { max: 1, onnotice: () => {}, connect_timeout: 10, idle_timeout: 0 });
   const gzip = createGzip({ level: 6 });
-  const written = pipeline(gzip, createWriteStream(partial, { mode: 0o600, flags: 'wx' }));
+  const written = pipeline(gzip, handle.createWriteStream());
   written.catch(() => {});
   let started = false;
   try {
@@ -254,6 +256,32 @@ async function isEmptyFolder(dir: string): Promise<boolean> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return true;
     throw error;
+  }
+}
+
+/** The backup's file cannot be written where it was asked for; nothing was started. */
+export class BackupRefused extends Error {
+  override name = 'BackupRefused';
+}
+
+/** `partial`, made for this backup alone (it must not exist): refused, saying why, when it cannot be. */
+async function createPartial(file: string, partial: string): Promise<FileHandle> {
+  try {
+    return await open(partial, 'wx', 0o600);
+  } catch (error) {
+    const folder = path.dirname(partial);
+    const code = (error as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? `the folder ${folder} does not exist`
+        : code === 'ENOTDIR'
+          ? `${folder} is not a folder`
+          : code === 'EEXIST'
+            ? `${partial} exists, left by a backup that did not finish; remove it, or name another file`
+            : code === 'EACCES' || code === 'EPERM'
+              ? `this user may not write in ${folder}`
+              : (error as Error).message;
+    throw new BackupRefused(`cannot write ${file}: ${why}`, { cause: error });
   }
 }
 
@@ -325,10 +353,8 @@ async function extract(file: string, dataDir: string): Promise<{ files: number; 
         continue;
       }
       await mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
-      const out = createWriteStream(target, { mode: entry.mode & 0o777, flags: 'wx' });
-      for await (const chunk of content) await writeTo(out, chunk);
-      out.end();
-      await finished(out);
+      // A file that cannot be written (a full disk) fails the restore; never an 'error' event nobody hears.
+      await pipeline(Readable.from(content), createWriteStream(target, { mode: entry.mode & 0o777, flags: 'wx' }));
       files += 1;
     }
   } catch (error) {

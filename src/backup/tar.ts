@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 
 /**
@@ -67,9 +66,32 @@ export function padding(size: number): Buffer {
 /** The end of an archive: two blocks of zeros. */
 export const END = Buffer.alloc(2 * BLOCK);
 
-/** Writes to `out`, waiting while it is full. */
+/**
+ * Writes to `out`, waiting while it is full. Rejects once `out` has failed or closed, before or
+ * while waiting: a destroyed stream takes no more writes and never drains, so waiting for its
+ * `drain` would wait for ever (a backup whose file could not be opened, or whose disk filled up).
+ */
 export async function writeTo(out: Writable, chunk: Buffer): Promise<void> {
-  if (!out.write(chunk)) await once(out, 'drain');
+  if (out.destroyed) throw closedEarly(out);
+  if (out.write(chunk)) return;
+  await new Promise<void>((resolve, reject) => {
+    const settle = (error?: Error) => {
+      out.off('drain', drained);
+      out.off('error', settle);
+      out.off('close', closed);
+      if (error) reject(error);
+      else resolve();
+    };
+    const drained = () => settle();
+    const closed = () => settle(closedEarly(out));
+    out.on('drain', drained);
+    out.on('error', settle);
+    out.on('close', closed);
+  });
+}
+
+function closedEarly(out: Writable): Error {
+  return out.errored ?? new Error('the output closed before everything was written');
 }
 
 function text(block: Buffer, offset: number, width: number): string {

@@ -147,6 +147,26 @@ describe('backup and restore of the embedded default', () => {
     expect(over.stderr).toContain('already exists');
   });
 
+  it('refuses at once a file it cannot write, beginning no backup, and leaves a partial file it did not make', async () => {
+    // It used to begin the backup, then wait for ever on a file that could not be opened.
+    const nowhere = path.join(work, 'no-such-folder', 'broker.tar.gz');
+    const missing = await runCli(['backup', nowhere], { DATA_DIR: dataDir });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain(`cannot write ${nowhere}: the folder ${path.dirname(nowhere)} does not exist`);
+    expect(missing.stderr).not.toContain('backup started');
+
+    const stopped = path.join(work, 'stopped.tar.gz');
+    await writeFile(`${stopped}.partial`, 'left by a backup that was killed');
+    const left = await runCli(['backup', stopped], { DATA_DIR: dataDir });
+    expect(left.code).toBe(1);
+    expect(left.stderr).toContain(`${stopped}.partial exists, left by a backup that did not finish`);
+    expect(await readFile(`${stopped}.partial`, 'utf8')).toBe('left by a backup that was killed');
+
+    const unnamed = await runCli(['backup', ''], { DATA_DIR: dataDir });
+    expect(unnamed.code).toBe(2);
+    expect(unnamed.stderr).toContain('backup takes one file');
+  });
+
   it('leaves an external Postgres to its own tools', async () => {
     const refused = await runCli(['backup', path.join(work, 'external.tar.gz')], { DATABASE_URL: 'postgres://omb@127.0.0.1:9/omb' });
     expect(refused.code).toBe(1);

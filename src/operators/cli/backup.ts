@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { backupDataFolder, RestoreRefused, restoreDataFolder } from '../../backup/backup.js';
+import { BackupRefused, backupDataFolder, RestoreRefused, restoreDataFolder } from '../../backup/backup.js';
 import { KEY_FILE } from '../../data-keys/keys.js';
 import { type CliIo, type Command, CommandFailed, cliConfig, UsageError } from './command.js';
 import { cliLogger, withEmbeddedServer } from './database.js';
@@ -10,7 +10,7 @@ function fileArgument(args: string[], command: string): string {
   const files = args.filter((arg) => !arg.startsWith('-'));
   const flags = args.filter((arg) => arg.startsWith('-'));
   if (flags.length > 0) throw new UsageError(`unknown option ${flags[0]}`);
-  if (files.length !== 1) throw new UsageError(`${command} takes one file: npm run cli -- ${command} <file>`);
+  if (files.length !== 1 || files[0]!.trim() === '') throw new UsageError(`${command} takes one file: npm run cli -- ${command} <file>`);
   return path.resolve(files[0]!);
 }
 
@@ -33,7 +33,9 @@ Restore it with \`npm run cli -- restore <file>\` into an empty DATA_DIR.`,
     if (existsSync(file)) throw new CommandFailed(`${file} already exists; name a new file`);
     const summary = await withEmbeddedServer(config, cliLogger(config, io), 'backup', (url) =>
       backupDataFolder({ dataDir: config.dataDir, url, file, progress: note(io) }),
-    );
+    ).catch((error: unknown) => {
+      throw error instanceof BackupRefused ? new CommandFailed(error.message) : error;
+    });
     io.out(
       `backup written to ${file}: ${summary.files} files, ${megabytes(summary.bytes)} MB before compression (WAL ${summary.startLsn} to ${summary.stopLsn})\n`,
     );
