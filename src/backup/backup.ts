@@ -306,9 +306,10 @@ export async function restoreDataFolder(options: {
       `DATA_DIR ${dataDir} is not empty: a backup is restored only into an empty folder (or one that does not exist yet)`,
     );
   }
-  await stat(options.file).catch(() => {
+  const given = await stat(options.file).catch(() => {
     throw new RestoreRefused(`no backup file at ${path.resolve(options.file)}`);
   });
+  if (!given.isFile()) throw new RestoreRefused(`${path.resolve(options.file)} is not a file: name the backup file itself`);
   const existed = await stat(dataDir).then(
     () => true,
     () => false,
@@ -326,7 +327,9 @@ export async function restoreDataFolder(options: {
 }
 
 async function extract(file: string, dataDir: string): Promise<{ files: number; release: string }> {
-  const input = createReadStream(file).pipe(createGunzip());
+  // Joined so that a read that fails (a file that cannot be read) fails the restore, as a damaged one does.
+  const input = createGunzip();
+  pipeline(createReadStream(file), input).catch(() => {});
   let release: string | undefined;
   let complete = false;
   let files = 0;

@@ -135,12 +135,18 @@ describe('backup and restore of the embedded default', () => {
     await expect(stat(target)).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
-  it('refuses a file that is not a backup, and a backup over an existing file', async () => {
+  it('refuses a file that is not a backup, a folder, and a backup over an existing file', async () => {
     const other = path.join(work, 'other.tar.gz');
     await writeFile(other, 'not a backup');
     const refused = await runCli(['restore', other], { DATA_DIR: path.join(work, 'from-other') });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('cannot be restored');
+
+    // A folder given for the file: reading it failed outside the restore and stopped the process.
+    const folder = await runCli(['restore', work], { DATA_DIR: path.join(work, 'from-folder') });
+    expect(folder.code).toBe(1);
+    expect(folder.stderr).toContain(`${work} is not a file: name the backup file itself`);
+    await expect(stat(path.join(work, 'from-folder'))).rejects.toMatchObject({ code: 'ENOENT' });
 
     const over = await runCli(['backup', backupFile], { DATA_DIR: dataDir });
     expect(over.code).toBe(1);
