@@ -143,7 +143,19 @@ async function startLocked(
       // A statement's parameters never reach the log: ingest hands Postgres each trigger event's
       // data in clear for the trigger's filter (never written to a table or the WAL), and a slow
       // statement's log line would otherwise carry it in full (docs/operating.md).
-      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'log_parameter_max_length=0', ...(options.extraFlags ?? [])],
+      // TCP on loopback only, no Unix socket: the broker and the CLI connect over TCP, and a socket
+      // in /tmp (where these binaries put it) outlives a server that was killed, as its lock file
+      // owned by that server's user. A server of another user later given the same port number
+      // could not start ("could not open lock file … Permission denied"), with the port free.
+      postgresFlags: [
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'unix_socket_directories=',
+        '-c',
+        'log_parameter_max_length=0',
+        ...(options.extraFlags ?? []),
+      ],
       onLog: (message: string) => {
         said.add(message);
         log.debug({ message: message.trim() }, 'postgres');

@@ -1,5 +1,6 @@
-import { rm } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/logger.js';
@@ -43,6 +44,27 @@ describe('the embedded Postgres’s port', () => {
       expect(logs).toContain('the port found for embedded Postgres was taken before it started; trying another');
     } finally {
       await server.stop();
+    }
+  }, 60_000);
+
+  it('starts on a port whose socket lock, left in /tmp by a killed server of another user, it may not open', async () => {
+    // Mode 000: no one but root may open it, and Postgres never runs as root. Postgres used to make its
+    // socket and lock file there, and stopped: `could not open lock file "/tmp/.s.PGSQL.<port>.lock"`.
+    const port = await freePort();
+    const lock = `/tmp/.s.PGSQL.${port}.lock`;
+    await writeFile(lock, `99999999\n${dataDir}\n`, { mode: 0o000 });
+    try {
+      const server = await startEmbeddedPostgres({ dataDir, logger: createLogger('silent'), port });
+      try {
+        expect(server.url).toContain(`:${port}/`);
+        const sql = postgres(server.url, { max: 1 });
+        expect((await sql`select current_setting('unix_socket_directories') as dirs`)[0]!.dirs).toBe('');
+        await sql.end();
+      } finally {
+        await server.stop();
+      }
+    } finally {
+      await rm(lock, { force: true });
     }
   }, 60_000);
 
