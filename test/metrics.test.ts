@@ -101,26 +101,21 @@ describe('/metrics on the public address', () => {
 
 describe('/metrics on its own address', () => {
   it('refuses a METRICS_PORT another process holds, naming it', async () => {
-    const taken = await startMetricsServer({
-      host: '127.0.0.1',
-      port: 0,
-      sql: t.database.sql,
-      db: t.database.db,
-      metrics: createMetrics(),
-      sources: { longPollsWaiting: () => 0, knownInstallations: () => 0 },
-    });
+    const serve = (port: number) =>
+      startMetricsServer({
+        host: '127.0.0.1',
+        port,
+        sql: t.database.sql,
+        db: t.database.db,
+        metrics: createMetrics(),
+        sources: { longPollsWaiting: () => 0, knownInstallations: () => 0 },
+      });
+    const taken = await serve(0);
     try {
       const port = new URL(taken.listeningOrigin).port;
-      await expect(
-        startMetricsServer({
-          host: '127.0.0.1',
-          port: Number(port),
-          sql: t.database.sql,
-          db: t.database.db,
-          metrics: createMetrics(),
-          sources: { longPollsWaiting: () => 0, knownInstallations: () => 0 },
-        }),
-      ).rejects.toThrow(`METRICS_PORT ${port} on METRICS_HOST 127.0.0.1 is in use by another process; set METRICS_PORT to a free port`);
+      await expect(serve(Number(port))).rejects.toThrow(
+        `METRICS_PORT ${port} on METRICS_HOST 127.0.0.1 is in use by another process; set METRICS_PORT to a free port`,
+      );
     } finally {
       await taken.close();
     }

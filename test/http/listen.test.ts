@@ -6,17 +6,6 @@ import { CHOSEN_PORT_ATTEMPTS, ListenError, listenOn } from '../../src/http/list
 import { createLogger } from '../../src/logger.js';
 import { LogCapture } from '../support/app.js';
 
-/** Another process's server: a port of this one's taken. */
-async function taken(): Promise<{ port: number; server: Server }> {
-  const port = await freePort();
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => resolve());
-  });
-  return { port, server };
-}
-
 const servers: Server[] = [];
 const apps: FastifyInstance[] = [];
 afterEach(async () => {
@@ -31,8 +20,14 @@ async function app(): Promise<FastifyInstance> {
   return made;
 }
 
+/** A port another process's server holds (closed after each test). */
 async function occupied(): Promise<number> {
-  const { port, server } = await taken();
+  const port = await freePort();
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
   servers.push(server);
   return port;
 }
