@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { settingText } from '../config.js';
 import { isStorableText } from '../http/json-limits.js';
+import { decimal } from '../http/query.js';
 import { json, operatorToken, refusal, refusals, timestamp, uuid } from '../http/responses.js';
+import { INSTANT_RULE, readInstant } from './instant.js';
 import { MAX_PAGE } from './lookups.js';
 
 /**
@@ -55,12 +57,13 @@ const flag = () =>
 const instant = () =>
   z
     .string()
-    .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time')
-    .transform((v) => new Date(v))
+    .refine((v) => readInstant(v) !== undefined, INSTANT_RULE)
+    .transform((v) => readInstant(v) as Date)
     .meta({ format: 'date-time' })
+    .describe('An ISO 8601 date (`2026-12-01`, midnight UTC) or date and time with its offset (`2026-12-01T09:30:00Z`).')
     .optional();
 const pageQuery = {
-  limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(50),
+  limit: decimal(1, MAX_PAGE).default(50).describe(`How many at most (1–${MAX_PAGE}, decimal; default 50).`),
   cursor: z.string().min(1).max(1024).optional().describe("The previous page's `nextCursor`."),
 };
 const InstallationsQuery = z.strictObject({

@@ -32,6 +32,27 @@ describe('the CLI’s manners', () => {
     expect((await runCli(['teleport'])).code).toBe(2);
   });
 
+  it('reads numbers and times as written, refusing what Number() or Date.parse would have guessed', async () => {
+    for (const [args, message] of [
+      [['installation', 'list', '--limit', '0x10'], /: --limit must be a whole number from 1 to 200 \(see --help\)$/],
+      [['installation', 'list', '--limit', '2.5'], /: --limit must be a whole number from 1 to 200 \(see --help\)$/],
+      [['installation', 'list', '--limit', ''], /: --limit must be a whole number from 1 to 200 \(see --help\)$/],
+      [['installation', 'list', '--seen-before', 'Dec 6'], /: --seen-before must be an ISO 8601 date \(2026-12-01\)/],
+      [['grant', 'list', '--limit', '1e1'], /: --limit must be a whole number/],
+      [['audit', '--since', '1'], /: --since must be an ISO 8601 date/],
+      [['data-keys', 'rotate', '--batch', '1e3'], /: --batch must be a whole number from 1 to 100000 \(see --help\)$/],
+      [
+        ['grant', 'issue', '--key', 'k.json', '--sub', 'x', '--days', '0x10'],
+        /: --days must be a number above 0 and at most \d+, in decimal digits \(see --help\)$/,
+      ],
+      [['admin-token', '--sub', 'ana', '--minutes', ' '], /: --minutes must be a number above 0/],
+    ] as const) {
+      const refused = await runCli([...args]);
+      expect({ args, code: refused.code }).toEqual({ args, code: 2 });
+      expect(refused.stderr.trim()).toMatch(message);
+    }
+  });
+
   it('prints each group’s help for `<group> --help`, listing that group’s commands', async () => {
     const groups = new Map<string, string[]>();
     for (const c of COMMANDS) {

@@ -163,6 +163,16 @@ describe('finding installations and grants', () => {
     ['/v1/admin/installations?lastSeenBefore=yesterday', /^query\.lastSeenBefore: /],
     ['/v1/admin/installations?cursor=garbage', /cursor/],
     ['/v1/admin/installations?limit=0', /^query\.limit: /],
+    // Read as decimal digits only: Number() took these as 16, 10 and 5.
+    ['/v1/admin/installations?limit=0x10', /^query\.limit: /],
+    ['/v1/admin/grants?limit=1e1', /^query\.limit: /],
+    ['/v1/admin/audit?limit=%205', /^query\.limit: /],
+    // ISO 8601 only: Date.parse read these as 1 January 2001, 6 December 2001 and 2 March.
+    ['/v1/admin/installations?lastSeenBefore=1', /^query\.lastSeenBefore: must be an ISO 8601 date/],
+    ['/v1/admin/installations?lastSeenAfter=Dec%206', /^query\.lastSeenAfter: /],
+    ['/v1/admin/installations?lastSeenBefore=2026-02-30', /^query\.lastSeenBefore: /],
+    // A time without its offset would be read in the server's own zone.
+    ['/v1/admin/installations?lastSeenBefore=2026-12-01T09:30:00', /^query\.lastSeenBefore: /],
     ['/v1/admin/grants?cursor=WyJ4IiwieSJd', /cursor/],
     ['/v1/admin/grants?installationId=nope', /^query\.installationId: /],
     ['/v1/admin/audit?cursor=-1', /^query\.cursor: /],

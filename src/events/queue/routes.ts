@@ -5,6 +5,7 @@ import { DEFAULT_POLLS_PER_INSTALLATION, POLL_WAIT_CAP_SECONDS } from '../../con
 import type { Database } from '../../db/database.js';
 import { unauthorized } from '../../errors.js';
 import { perProcessLimit } from '../../http/installation-limit.js';
+import { decimal } from '../../http/query.js';
 import { quietRequest } from '../../http/request-logger.js';
 import { empty, installationToken, json, refusal, refusals } from '../../http/responses.js';
 import type { InstallationDirectory } from '../../installations/directory.js';
@@ -31,17 +32,6 @@ export interface EventRoutesDeps {
 /** The contract's range for `wait`; the configured maximum may shorten it further. */
 const MAX_WAIT_SECONDS = POLL_WAIT_CAP_SECONDS;
 const DEFAULT_POLL_LIMIT = 50;
-
-/**
- * A plain decimal integer and nothing else: `Number()` would also take `0x10`, `1e1`, ` 16` or
- * `16.0`, and `wait=0x10` would wait 16 s.
- */
-const decimal = (min: number, max: number) =>
-  z
-    .string()
-    .regex(/^[0-9]{1,3}$/, 'must be a plain decimal integer')
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
 
 const PollQuery = z.object({
   cursor: z.string().min(1).max(64).optional(),

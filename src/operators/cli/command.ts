@@ -48,10 +48,22 @@ export function requireOption(value: string | undefined, flag: string): string {
   return value.trim();
 }
 
-/** A positive number no larger than `max`, read from a flag. */
+/**
+ * A positive number no larger than `max`, read from a flag: decimal digits, a fraction allowed
+ * (`--days 0.5`). `Number()` alone would take `0x10`, `1e3` and an empty value (as 0).
+ */
 export function positiveNumber(value: string, flag: string, max: number): number {
-  const number = Number(value);
-  if (!Number.isFinite(number) || number <= 0 || number > max) throw new UsageError(`${flag} must be a number above 0 and at most ${max}`);
+  const text = value.trim();
+  const number = /^[0-9]+(\.[0-9]+)?$/.test(text) ? Number(text) : Number.NaN;
+  if (!(number > 0 && number <= max)) throw new UsageError(`${flag} must be a number above 0 and at most ${max}, in decimal digits`);
+  return number;
+}
+
+/** A whole number from 1 to `max`, read from a flag: decimal digits only (`2.5` is refused, not rounded). */
+export function wholeNumberOption(value: string, flag: string, max: number): number {
+  const text = value.trim();
+  const number = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(number >= 1 && number <= max)) throw new UsageError(`${flag} must be a whole number from 1 to ${max}`);
   return number;
 }
 

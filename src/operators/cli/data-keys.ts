@@ -1,6 +1,6 @@
 import { dataKeysStatus, MissingDataKeys, missingKeyIds } from '../../data-keys/in-use.js';
 import { DEFAULT_ROTATION_BATCH, rotateEventData } from '../../events/rotation.js';
-import { type Command, CommandFailed, cliConfig, cliDataKeys, parseOptions, positiveNumber } from './command.js';
+import { type Command, CommandFailed, cliConfig, cliDataKeys, parseOptions, wholeNumberOption } from './command.js';
 import { cliLogger, describeTarget, withBrokerDatabase } from './database.js';
 
 export const dataKeysStatusCommand: Command = {
@@ -54,8 +54,7 @@ key not given) or stay in clear (a broker of the previous release is connected).
 
   async run(args, io, env) {
     const { values } = parseOptions(args, { batch: { type: 'string' } });
-    const batchSize =
-      values.batch === undefined ? DEFAULT_ROTATION_BATCH : Math.max(1, Math.floor(positiveNumber(values.batch, '--batch', 100_000)));
+    const batchSize = values.batch === undefined ? DEFAULT_ROTATION_BATCH : wholeNumberOption(values.batch, '--batch', 100_000);
     const config = cliConfig(env);
     const keys = cliDataKeys(config);
     if (!keys) throw new CommandFailed('DATA_ENCRYPTION_KEYS is not set: give the command the brokers’ keys, the new one first');

@@ -2,8 +2,9 @@ import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { listAudit } from '../audit.js';
+import { INSTANT_RULE, readInstant } from '../instant.js';
 import { type InstallationSummary, installationDetail, listGrants, listInstallations, MAX_PAGE } from '../lookups.js';
-import { type CliEnv, type CliIo, type Command, CommandFailed, cliConfig, parseOptions, positiveNumber, UsageError } from './command.js';
+import { type CliEnv, type CliIo, type Command, CommandFailed, cliConfig, parseOptions, UsageError, wholeNumberOption } from './command.js';
 import { cliLogger, withBrokerDatabase } from './database.js';
 
 /**
@@ -36,13 +37,13 @@ function flag(value: string | undefined, name: string): boolean | undefined {
 
 function instant(value: string | undefined, name: string): Date | undefined {
   if (value === undefined) return undefined;
-  const at = Date.parse(value);
-  if (Number.isNaN(at)) throw new UsageError(`${name} must be an ISO 8601 date-time`);
-  return new Date(at);
+  const at = readInstant(value.trim());
+  if (!at) throw new UsageError(`${name} ${INSTANT_RULE}`);
+  return at;
 }
 
 function limitOf(value: string | undefined): number {
-  return value === undefined ? 50 : Math.floor(positiveNumber(value, '--limit', MAX_PAGE));
+  return value === undefined ? 50 : wholeNumberOption(value, '--limit', MAX_PAGE);
 }
 
 /** Columns padded to their widest cell; the last column is not padded. */
@@ -139,8 +140,9 @@ export const installationList: Command = {
 
   --disabled true|false     only disabled (or enabled) installations
   --plan standard|paid      by the plan they are on now
-  --seen-before T           last seen before this ISO 8601 time
-  --seen-after T            last seen after this ISO 8601 time
+  --seen-before T           last seen before this time: an ISO 8601 date (2026-12-01, midnight
+                            UTC) or date and time with its offset (2026-12-01T09:30:00Z)
+  --seen-after T            last seen after this time, written the same way
   --grant-subject SUB       holding a grant issued to this Cloud
   --limit N                 at most N (default 50, at most ${MAX_PAGE}); newest first
   --cursor C                the next page, as printed after a full page
@@ -242,7 +244,8 @@ export const auditCommand: Command = {
 Every operator action (installation.disable/enable, grant.revoke, registration.set,
 installations.import, webhook.rotate-secret, operator-keys.change) with who (the admin token's
 sub, and its jti in the TOKEN ID column; the CLI's --as, with no token), when, on what and with
-what outcome.`,
+what outcome. T is an ISO 8601 date (2026-12-01, midnight UTC) or date and time with its offset
+(2026-12-01T09:30:00Z).`,
 
   async run(args, io, env) {
     const { values } = parseOptions(args, {
