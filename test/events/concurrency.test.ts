@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
 import { type BrokerProcess, startBroker } from '../support/broker-process.js';
@@ -19,6 +20,12 @@ afterAll(async () => {
 });
 
 type Batch = { events: Array<{ id: string }>; cursor: string };
+
+/** The ids of the installation's stored events. */
+async function storedIds(database: Pick<Database, 'sql'>, installationId: string): Promise<string[]> {
+  const rows = await database.sql<{ id: string }[]>`select id from events where installation_id = ${installationId}`;
+  return rows.map((row) => row.id);
+}
 
 async function postWebhook(url: string, trigger: TestTrigger, n: number): Promise<{ id: string; status: number; outcome?: string }> {
   const webhook = signed(triggerMessage(trigger, { n }));
@@ -79,6 +86,33 @@ describe('one broker process', () => {
       results.map((r) => r.id),
       await positionsOrder(t.database, owner.installationId),
     );
+  });
+
+  it('stores once, and goes on serving, webhooks whose senders hung up as soon as they were sent', async () => {
+    const owner = await registerOver(url);
+    const trigger = await insertTrigger(t.database, owner.installationId);
+    const { port } = new URL(url);
+    const hangUps = Array.from({ length: 20 }, (_, n) => {
+      // Every tenth one wrongly signed: refused, counted against the sender's address, never a crash.
+      const webhook = signed(triggerMessage(trigger, { n }), n % 10 === 9 ? { secret: 'whsec_not_the_one' } : {});
+      const head = Object.entries({ ...webhook.headers, host: `127.0.0.1:${port}`, 'content-length': String(Buffer.byteLength(webhook.body)) })
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('');
+      return new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => {
+          socket.end(`POST /v1/webhooks/composio HTTP/1.1\r\n${head}\r\n${webhook.body}`, () => {
+            socket.destroy();
+            resolve(webhook.id);
+          });
+        });
+        socket.on('error', reject);
+      });
+    });
+    const ids = await Promise.all(hangUps);
+    const stored = ids.filter((_, n) => n % 10 !== 9);
+    await until(async () => (await storedIds(t.database, owner.installationId)).length >= stored.length, 5_000, 'the webhooks stored');
+    expect((await storedIds(t.database, owner.installationId)).sort()).toEqual([...stored].sort());
+    expect((await postWebhook(url, trigger, 99)).outcome).toBe('accepted');
   });
 
   it('removes a disconnected client’s waiter at once', async () => {
