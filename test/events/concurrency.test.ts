@@ -95,7 +95,11 @@ describe('one broker process', () => {
     const hangUps = Array.from({ length: 20 }, (_, n) => {
       // Every tenth one wrongly signed: refused, counted against the sender's address, never a crash.
       const webhook = signed(triggerMessage(trigger, { n }), n % 10 === 9 ? { secret: 'whsec_not_the_one' } : {});
-      const head = Object.entries({ ...webhook.headers, host: `127.0.0.1:${port}`, 'content-length': String(Buffer.byteLength(webhook.body)) })
+      const head = Object.entries({
+        ...webhook.headers,
+        host: `127.0.0.1:${port}`,
+        'content-length': String(Buffer.byteLength(webhook.body)),
+      })
         .map(([name, value]) => `${name}: ${value}\r\n`)
         .join('');
       return new Promise<string>((resolve, reject) => {
