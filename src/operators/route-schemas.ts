@@ -57,8 +57,11 @@ const flag = () =>
 const instant = () =>
   z
     .string()
-    .refine((v) => readInstant(v) !== undefined, INSTANT_RULE)
-    .transform((v) => readInstant(v) as Date)
+    .transform((v, ctx) => {
+      const at = readInstant(v);
+      if (at === undefined) ctx.addIssue({ code: 'custom', message: INSTANT_RULE, input: v });
+      return at ?? z.NEVER;
+    })
     .meta({ format: 'date-time' })
     .describe('An ISO 8601 date (`2026-12-01`, midnight UTC) or date and time with its offset (`2026-12-01T09:30:00Z`).')
     .optional();
